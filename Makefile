@@ -1,0 +1,47 @@
+# nightowl — `make run` starts the server, `make test` checks everything.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: run test lint typecheck pytest bench postgres clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "nightowl needs Python >= 3.11"'
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $@
+
+## run: install and start the server on 127.0.0.1 with embedded SQLite
+run: $(VENV)/.installed
+	$(BIN)/nightowl serve
+
+## test: install test dependencies, make sure PostgreSQL runs, lint, type-check, run the suite
+test: $(VENV)/.installed-test postgres lint typecheck pytest
+
+postgres:
+	@scripts/ensure-postgres.sh
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(VENV)/.installed-test
+	$(BIN)/mypy src
+
+pytest: $(VENV)/.installed-test
+	$(BIN)/pytest -q
+
+## bench: run every benchmark in bench/ (each prints JSON)
+bench: $(VENV)/.installed-test postgres
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

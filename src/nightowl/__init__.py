@@ -1,0 +1,3 @@
+"""nightowl: an always-on agent server."""
+
+__version__ = "0.1.0"

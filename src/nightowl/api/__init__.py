@@ -1,0 +1,1 @@
+"""HTTP routes and change notifications."""

@@ -1,0 +1,32 @@
+"""Health and metrics routes for operators."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from sqlalchemy import text
+
+from nightowl.api.auth import CurrentUser
+from nightowl.metrics import Metrics
+from nightowl.store.turns import queue_depth
+
+routes = APIRouter(tags=["operations"])
+
+
+@routes.get("/healthz")
+def health(request: Request) -> dict[str, str]:
+    """Liveness: the process answers and its store is reachable (no token needed)."""
+    with request.app.state.database.read() as session:
+        session.execute(text("SELECT 1"))
+    return {"status": "ok", "worker": request.app.state.settings.worker_id}
+
+
+@routes.get("/metrics")
+def prometheus_metrics(_user: CurrentUser, request: Request) -> Response:
+    """Prometheus metrics of this process (turns, steps, queue depth, latencies, errors)."""
+    metrics: Metrics = request.app.state.metrics
+    with request.app.state.database.read() as session:
+        depth = queue_depth(session)
+    metrics.queue_depth.clear()
+    for priority, count in depth.items():
+        metrics.queue_depth.labels(priority=str(priority)).set(count)
+    return Response(metrics.render(), media_type="text/plain; version=0.0.4")

@@ -1,0 +1,107 @@
+"""The composition root: builds the store, engine, router and API, and wires them together."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+
+from fastapi import FastAPI, Request, Response
+
+from nightowl import __version__
+from nightowl.api import conversations, events, operations
+from nightowl.api.errors import install_error_handlers
+from nightowl.config import Settings
+from nightowl.engine.durable import DurableEngine
+from nightowl.engine.heartbeat import Heartbeat
+from nightowl.engine.retention import RetentionSweep
+from nightowl.engine.turn import build_turn_workflow
+from nightowl.metrics import Metrics
+from nightowl.router.router import Router
+from nightowl.store.changes import ChangeFeed
+from nightowl.store.database import Database
+from nightowl.store.migrate import upgrade
+from nightowl.store.owner import ensure_owner_token
+from nightowl.store.turns import waiting_turns
+
+log = logging.getLogger(__name__)
+
+
+def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
+    """Everything that must be ready before the first request (runs off the event loop)."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    database = Database(settings.store_url)
+    upgrade(database)
+    ensure_owner_token(database, settings.owner_token_file)
+    metrics = Metrics()
+    changes = ChangeFeed(database)
+    changes.start()
+    engine = DurableEngine(settings)
+    engine.register_turn(build_turn_workflow(database, metrics))
+    engine.launch()
+    app.state.settings = settings
+    app.state.database = database
+    app.state.metrics = metrics
+    app.state.changes = changes
+    app.state.engine = engine
+    app.state.router = Router(database, engine)
+    # A turn whose enqueue was cut short by a crash is still marked queued: enqueue it again
+    # (idempotent, by workflow id).
+    with database.read() as session:
+        for turn in waiting_turns(session):
+            engine.wake(turn)
+    return engine
+
+
+def _stop_services(app: FastAPI) -> None:
+    app.state.engine.shutdown()
+    app.state.changes.stop()
+    app.state.database.dispose()
+
+
+def build_app(settings: Settings) -> FastAPI:
+    """The nightowl server as an ASGI application."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = await asyncio.to_thread(_start_services, app, settings)
+        background = [
+            asyncio.create_task(
+                Heartbeat(settings, app.state.database, engine, app.state.metrics).run()
+            ),
+            asyncio.create_task(RetentionSweep(settings, engine, app.state.metrics).run()),
+        ]
+        log.info("nightowl is up", extra={"worker": settings.worker_id})
+        try:
+            yield
+        finally:
+            for task in background:
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
+            await asyncio.to_thread(_stop_services, app)
+
+    app = FastAPI(title="nightowl", version=__version__, lifespan=lifespan)
+    install_error_handlers(app)
+    app.include_router(operations.routes)
+    app.include_router(conversations.routes)
+    app.include_router(events.routes)
+
+    @app.middleware("http")
+    async def measure(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = getattr(request.scope.get("route"), "path", "unmatched")
+        metrics: Metrics | None = getattr(request.app.state, "metrics", None)
+        if metrics is not None:
+            metrics.http_requests.labels(route=route, status=str(response.status_code)).inc()
+            metrics.http_seconds.labels(route=route).observe(time.perf_counter() - started)
+            if response.status_code >= 500:
+                metrics.errors.labels(where="http").inc()
+        return response
+
+    return app

@@ -1,0 +1,1 @@
+"""Ways people reach nightowl: the terminal, the web, Slack, email, webhooks."""

@@ -1,0 +1,191 @@
+"""`nightowl serve | chat | token | doctor`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from nightowl.config import Settings
+from nightowl.store.errors import StoreError
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as error:
+        problems = "; ".join(
+            f"NIGHTOWL_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+            for e in error.errors()
+        )
+        raise SystemExit(f"nightowl: bad configuration: {problems}") from None
+
+
+def _port_is_free(host: str, port: int) -> None:
+    """Refuse to start (before touching durable state) when another process has the port."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise SystemExit(
+                f"nightowl serve: cannot listen on {host}:{port} ({error.strerror}); "
+                "stop the other server or set NIGHTOWL_PORT"
+            ) from None
+
+
+def _serve(_args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from nightowl.app import build_app
+    from nightowl.logs import configure_logging
+    from nightowl.store.database import Database
+    from nightowl.store.migrate import upgrade
+    from nightowl.store.owner import ensure_owner_token
+
+    settings = _settings()
+    _port_is_free(settings.host, settings.port)
+    configure_logging(settings.log_level)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    database = Database(settings.store_url)
+    upgrade(database)
+    token = ensure_owner_token(database, settings.owner_token_file)
+    database.dispose()
+    url = f"http://{settings.host}:{settings.port}"
+    print(
+        f"\n  nightowl is starting at {url}\n"
+        f"  open {url}/#token={token}\n"
+        f"  owner token: {token}  (kept in {settings.owner_token_file})\n"
+        f"  data: {settings.data_dir}   model: {settings.model}\n",
+        flush=True,
+    )
+    uvicorn.run(
+        build_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        timeout_graceful_shutdown=3,
+    )
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from nightowl.channels.terminal import ChatError, run_chat
+
+    settings = _settings()
+    token = args.token or os.environ.get("NIGHTOWL_TOKEN")
+    if not token and settings.owner_token_file.exists():
+        token = settings.owner_token_file.read_text().strip()
+    if not token:
+        raise SystemExit("nightowl chat: no token; pass --token or set NIGHTOWL_TOKEN")
+    url = args.url or f"http://{settings.host}:{settings.port}"
+    try:
+        return run_chat(url, token, args.conversation)
+    except ChatError as error:
+        raise SystemExit(f"nightowl chat: {error}") from None
+
+
+def _token(args: argparse.Namespace) -> int:
+    from nightowl.store.database import Database
+    from nightowl.store.migrate import upgrade
+    from nightowl.store.users import (
+        create_token,
+        create_user,
+        ensure_owner,
+        find_user,
+        list_tokens,
+        revoke_token,
+    )
+
+    settings = _settings()
+    database = Database(settings.store_url)
+    upgrade(database)
+    try:
+        if args.token_command == "create":
+            with database.write() as session:
+                if args.user is None:
+                    user = ensure_owner(session)
+                else:
+                    try:
+                        user = find_user(session, args.user)
+                    except StoreError:
+                        if not args.new_user:
+                            raise
+                        user = create_user(session, args.user, "member")
+                info, secret = create_token(session, user.id, args.name)
+            print(f"created token {info.id} for {info.user_name}: {secret}")
+            print("it is shown only now; store it somewhere safe")
+        elif args.token_command == "list":
+            with database.read() as session:
+                tokens = list_tokens(session)
+            for t in tokens:
+                state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
+                print(f"{t.id}  {t.user_name:<12} {t.name:<24} {state}")
+            if not tokens:
+                print("no tokens yet; `nightowl token create` makes one")
+        else:
+            with database.write() as session:
+                info = revoke_token(session, args.id)
+            print(f"revoked {info.id} ({info.user_name}, {info.name})")
+    except StoreError as error:
+        print(f"nightowl token: {error}", file=sys.stderr)
+        return 2
+    finally:
+        database.dispose()
+    return 0
+
+
+def _doctor(_args: argparse.Namespace) -> int:
+    from nightowl.doctor import run_checks
+
+    failed = 0
+    for check in run_checks(_settings()):
+        mark = "ok  " if check.ok else ("FAIL" if check.required else "warn")
+        print(f"[{mark}] {check.name}: {check.detail}")
+        if check.fix and not check.ok:
+            print(f"       fix: {check.fix}")
+        failed += int(not check.ok and check.required)
+    return 1 if failed else 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line."""
+    root = argparse.ArgumentParser(prog="nightowl", description="An always-on agent server.")
+    commands = root.add_subparsers(dest="command", required=True)
+    commands.add_parser("serve", help="run the server").set_defaults(run=_serve)
+
+    chat = commands.add_parser("chat", help="talk to nightowl from the terminal")
+    chat.add_argument("--url", help="server URL (default: from settings)")
+    chat.add_argument("--token", help="access token (default: NIGHTOWL_TOKEN or the owner's)")
+    chat.add_argument("--conversation", help="conversation id (default: a new one)")
+    chat.set_defaults(run=_chat)
+
+    token = commands.add_parser("token", help="create, list or revoke access tokens")
+    token_commands = token.add_subparsers(dest="token_command", required=True)
+    create = token_commands.add_parser("create", help="make a new token (shown once)")
+    create.add_argument("--user", help="user name (default: the owner)")
+    create.add_argument("--new-user", action="store_true", help="add --user as a member first")
+    create.add_argument("--name", default="cli", help="a label for the token")
+    token_commands.add_parser("list", help="list tokens (never their secrets)")
+    revoke = token_commands.add_parser("revoke", help="revoke a token by id")
+    revoke.add_argument("id")
+    token.set_defaults(run=_token)
+
+    commands.add_parser("doctor", help="check the set-up").set_defaults(run=_doctor)
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `nightowl` console script."""
+    args = parser().parse_args(argv)
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

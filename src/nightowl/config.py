@@ -1,0 +1,95 @@
+"""Settings: one object, read from `NIGHTOWL_*` environment variables, with laptop defaults."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from nightowl import __version__
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "nightowl"
+
+
+class Settings(BaseSettings):
+    """Every knob of a nightowl process. Environment variables use the `NIGHTOWL_` prefix."""
+
+    model_config = SettingsConfigDict(env_prefix="NIGHTOWL_", extra="ignore")
+
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the app store; SQLite in the data dir when unset.",
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(default=8340, ge=1, le=65535)
+    model: str = Field(
+        default="none",
+        description="anthropic:<model> | openai:<model> | openai-compatible:<url>#<model> | "
+        "local | scripted:<path> | none",
+    )
+
+    application_version: str = __version__
+    executor_id: str | None = Field(
+        default=None, description="Unique, stable id of this worker; host and port when unset."
+    )
+    heartbeat_interval_s: float = Field(default=1.0, gt=0)
+    heartbeat_timeout_s: float = Field(default=5.0, gt=0)
+    queue_polling_interval_s: float = Field(default=0.02, gt=0)
+    notification_polling_interval_s: float = Field(default=0.05, gt=0)
+    retention_days: float = Field(default=7.0, gt=0)
+    retention_sweep_interval_s: float = Field(default=3600.0, gt=0)
+
+    max_message_chars: int = Field(default=32_000, ge=1)
+    log_level: str = "INFO"
+
+    @field_validator("model")
+    @classmethod
+    def _model_has_known_kind(cls, value: str) -> str:
+        kind = value.split(":", 1)[0]
+        known = {"anthropic", "openai", "openai-compatible", "local", "scripted", "none"}
+        if kind not in known:
+            raise ValueError(
+                f"unknown model kind {kind!r}; use one of: " + ", ".join(sorted(known))
+            )
+        return value
+
+    @property
+    def store_url(self) -> str:
+        """The app store's URL: the configured one, or a SQLite file in the data dir."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'nightowl.db'}"
+
+    @property
+    def uses_postgres(self) -> bool:
+        """Whether the app store (and so the durable history) lives in PostgreSQL."""
+        return self.store_url.startswith("postgresql")
+
+    @property
+    def system_database_url(self) -> str:
+        """Where DBOS keeps workflow history: beside the app store."""
+        if self.uses_postgres:
+            return self.store_url
+        return f"sqlite:///{self.data_dir / 'durable.sqlite'}"
+
+    @property
+    def worker_id(self) -> str:
+        """This process's executor id: stable across restarts, unique per host and port."""
+        return self.executor_id or f"{socket.gethostname()}-{self.port}"
+
+    @property
+    def owner_token_file(self) -> Path:
+        """Where the owner's first access token is kept (mode 0600) so `make run` can print it."""
+        return self.data_dir / "owner-token"
+
+    @property
+    def blob_dir(self) -> Path:
+        """Large outputs (tool output, screenshots) live here, referenced from the database."""
+        return self.data_dir / "blobs"

@@ -1,0 +1,1 @@
+"""Durable execution: the only package that knows DBOS."""

@@ -1,0 +1,93 @@
+"""DBOS, configured from the settings: the durable history, the conversation queue, recovery."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from dbos import DBOS, DBOSConfig, SetEnqueueOptions, SetWorkflowID
+
+from nightowl.config import Settings
+from nightowl.store.turns import TurnInfo
+
+log = logging.getLogger(__name__)
+
+CONVERSATION_QUEUE = "nightowl-conversations"
+TurnWorkflow = Callable[[str], Coroutine[Any, Any, str]]
+
+
+def dbos_config(settings: Settings) -> DBOSConfig:
+    """DBOS settings: history beside the app store, a pinned version, this worker's id."""
+    return {
+        "name": "nightowl",
+        "system_database_url": settings.system_database_url,
+        "application_version": settings.application_version,
+        "executor_id": settings.worker_id,
+        "notification_listener_polling_interval_sec": settings.notification_polling_interval_s,
+        "log_level": "WARNING",
+    }
+
+
+class DurableEngine:
+    """Owns the DBOS instance of this process and the per-conversation turn queue."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._queue: Any = None
+        self._turn: TurnWorkflow | None = None
+        DBOS.destroy(destroy_registry=True)  # a clean registry for this process's workflows
+        DBOS(config=dbos_config(settings))
+
+    def register_turn(self, turn: TurnWorkflow) -> None:
+        """The workflow every queued turn runs (registered before launch)."""
+        self._turn = turn
+
+    def launch(self) -> None:
+        """Start DBOS: recover this executor's unfinished workflows and start dispatching."""
+        DBOS.launch()
+        self._queue = DBOS.register_queue(
+            CONVERSATION_QUEUE,
+            partition_concurrency=1,
+            polling_interval_sec=self._settings.queue_polling_interval_s,
+        )
+
+    def wake(self, turn: TurnInfo) -> None:
+        """Enqueue the turn's workflow; enqueuing an id that exists already is a no-op."""
+        if self._turn is None or self._queue is None:
+            raise RuntimeError("the engine is not launched")
+        with (
+            SetWorkflowID(turn.id),
+            SetEnqueueOptions(priority=turn.priority, queue_partition_key=turn.conversation_id),
+        ):
+            self._queue.enqueue(self._turn, turn.id)
+
+    def recover(self, executor_id: str) -> int:
+        """Take over the unfinished workflows of a dead worker; returns how many."""
+        handles = DBOS._recover_pending_workflows([executor_id])
+        return len(handles)
+
+    def delete_finished_before(self, cutoff_iso: str, batch: int = 500) -> int:
+        """Delete finished workflow records that completed before `cutoff_iso`."""
+        deleted = 0
+        while True:
+            finished = DBOS.list_workflows(
+                status=["SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"],
+                completed_before=cutoff_iso,
+                limit=batch,
+                load_input=False,
+                load_output=False,
+            )
+            if not finished:
+                return deleted
+            DBOS.delete_workflows([status.workflow_id for status in finished])
+            deleted += len(finished)
+
+    def workflow_status(self, workflow_id: str) -> str | None:
+        """DBOS's status of one workflow (None when unknown)."""
+        found = DBOS.list_workflows(workflow_ids=[workflow_id], load_input=False, load_output=False)
+        return found[0].status if found else None
+
+    def shutdown(self) -> None:
+        """Stop DBOS without waiting: unfinished turns resume on restart or on another worker."""
+        DBOS.destroy(destroy_registry=True)

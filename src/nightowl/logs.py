@@ -1,0 +1,75 @@
+"""Structured JSON logs that carry conversation and turn ids."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+conversation_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "conversation_id", default=None
+)
+turn_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("turn_id", default=None)
+
+_STANDARD_ATTRS = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message",
+    "color_message",
+}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, ids, and any `extra` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        conversation_id = getattr(record, "conversation_id", None) or conversation_id_var.get()
+        turn_id = getattr(record, "turn_id", None) or turn_id_var.get()
+        if conversation_id:
+            entry["conversation_id"] = conversation_id
+        if turn_id:
+            entry["turn_id"] = turn_id
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD_ATTRS and key not in entry and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str) -> None:
+    """Send every logger (ours, uvicorn's, DBOS's) to stderr as JSON lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "dbos"):
+        named = logging.getLogger(name)
+        named.handlers[:] = []
+        named.propagate = True
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+
+
+@contextmanager
+def log_context(conversation_id: str | None = None, turn_id: str | None = None) -> Iterator[None]:
+    """Tag every log line written inside the block with these ids."""
+    tokens = []
+    if conversation_id is not None:
+        tokens.append((conversation_id_var, conversation_id_var.set(conversation_id)))
+    if turn_id is not None:
+        tokens.append((turn_id_var, turn_id_var.set(turn_id)))
+    try:
+        yield
+    finally:
+        for var, token in reversed(tokens):
+            var.reset(token)

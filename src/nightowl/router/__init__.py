@@ -1,0 +1,1 @@
+"""Triggers in: dedupe, pick the conversation, store the message, wake the conversation."""

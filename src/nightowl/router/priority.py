@@ -1,0 +1,14 @@
+"""Turn priorities: a smaller number runs first (DBOS queue priority)."""
+
+from enum import IntEnum
+
+
+class Priority(IntEnum):
+    """Who woke the conversation decides how soon its turn runs."""
+
+    OWNER_DIRECT = 1
+    GROUP = 2
+    WEBHOOK = 3
+    ROUTINE = 4
+    TIMER = 5
+    HELPER = 6

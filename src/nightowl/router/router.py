@@ -1,0 +1,119 @@
+"""The single entry point of every trigger: dedupe, store, wake the conversation's queue."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from nightowl.router.priority import Priority
+from nightowl.store.conversations import MessageInfo, append_message, message_info
+from nightowl.store.database import Database
+from nightowl.store.ids import new_id
+from nightowl.store.tables import Message, Trigger
+from nightowl.store.turns import TurnInfo, queue_turn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """A trigger that carries a message for a conversation."""
+
+    source: str
+    idempotency_key: str
+    conversation_id: str
+    text: str
+    trust: str
+    priority: Priority
+    author_id: str | None = None
+    client_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """What became of a trigger: its stored message, and whether it had been seen before."""
+
+    message: MessageInfo
+    duplicate: bool
+
+
+class ConversationQueue(Protocol):
+    """Runs a conversation's turns one at a time (the engine implements it)."""
+
+    def wake(self, turn: TurnInfo) -> None:
+        """Make sure this queued turn will run."""
+
+
+class Router:
+    """Turns triggers into stored messages and queued turns, each exactly once."""
+
+    def __init__(self, database: Database, queue: ConversationQueue) -> None:
+        self._database = database
+        self._queue = queue
+
+    def accept(self, incoming: IncomingMessage) -> Accepted:
+        """Store the message once (a repeated key returns the original) and wake the queue."""
+        with self._database.read() as session:
+            seen = self._seen(session, incoming)
+        if seen is not None:
+            return Accepted(seen, duplicate=True)
+        try:
+            with self._database.write() as session:
+                seen = self._seen(session, incoming)
+                if seen is not None:
+                    return Accepted(seen, duplicate=True)
+                message = append_message(
+                    session,
+                    incoming.conversation_id,
+                    role="user",
+                    body=incoming.text,
+                    trust=incoming.trust,
+                    author_id=incoming.author_id,
+                    client_id=incoming.client_id,
+                )
+                session.add(
+                    Trigger(
+                        id=new_id("trg"),
+                        source=incoming.source,
+                        idempotency_key=incoming.idempotency_key,
+                        conversation_id=incoming.conversation_id,
+                        message_id=message.id,
+                    )
+                )
+                turn, created = queue_turn(session, incoming.conversation_id, incoming.priority)
+        except IntegrityError:
+            # A concurrent delivery of the same trigger won the race; answer with its message.
+            with self._database.read() as session:
+                seen = self._seen(session, incoming)
+            if seen is None:
+                raise
+            return Accepted(seen, duplicate=True)
+        log.info(
+            "trigger accepted",
+            extra={
+                "conversation_id": incoming.conversation_id,
+                "turn_id": turn.id,
+                "source": incoming.source,
+                "seq": message.seq,
+            },
+        )
+        if created:
+            self._queue.wake(turn)
+        return Accepted(message, duplicate=False)
+
+    @staticmethod
+    def _seen(session: Session, incoming: IncomingMessage) -> MessageInfo | None:
+        row = session.scalar(
+            select(Message)
+            .join(Trigger, Trigger.message_id == Message.id)
+            .where(
+                Trigger.source == incoming.source,
+                Trigger.idempotency_key == incoming.idempotency_key,
+            )
+        )
+        return None if row is None else message_info(row)

@@ -1,0 +1,141 @@
+"""Change notifications: "conversation X has something new at seq N", never the content.
+
+Writers call `record_change` inside their transaction. On SQLite (one process) the change is
+published in-process after commit; on PostgreSQL it rides `pg_notify`, which PostgreSQL
+delivers after commit to every server process, so SSE clients on any process hear it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass
+
+import psycopg
+from sqlalchemy import event, text
+from sqlalchemy.orm import Session
+
+from nightowl.store.database import Database
+
+CHANNEL = "nightowl_changes"
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Change:
+    """Something new in a conversation: a message at `seq`, or a turn status change."""
+
+    conversation_id: str
+    owner_id: str
+    seq: int
+    kind: str = "message"  # message | activity
+
+
+def record_change(session: Session, change: Change) -> None:
+    """Announce `change` once the surrounding transaction commits (and never if it rolls back)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(
+            text("SELECT pg_notify(:channel, :payload)"),
+            {"channel": CHANNEL, "payload": json.dumps(asdict(change))},
+        )
+    else:
+        session.info.setdefault("changes", []).append(change)
+
+
+class _Subscriber:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.queue: asyncio.Queue[Change] = asyncio.Queue(maxsize=10_000)
+
+    def offer(self, change: Change) -> None:
+        # A slow client that fills its queue loses notifications, which sync tolerates:
+        # the next one it gets reveals the gap and it refetches.
+        if not self.queue.full():
+            self.queue.put_nowait(change)
+
+
+class ChangeFeed:
+    """Fans change notifications out to subscribers (SSE connections) in this process."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        self._subscribers: set[_Subscriber] = set()
+        self._lock = threading.Lock()
+        self._listener: threading.Thread | None = None
+        self._stop = threading.Event()
+        if database.is_postgres:
+            return
+        event.listen(database.write_sessions, "after_commit", self._after_commit)
+        event.listen(database.write_sessions, "after_rollback", self._after_rollback)
+
+    def _after_commit(self, session: Session) -> None:
+        for change in session.info.pop("changes", ()):
+            self.publish(change)
+
+    def _after_rollback(self, session: Session) -> None:
+        session.info.pop("changes", None)
+
+    def publish(self, change: Change) -> None:
+        """Deliver a change to every subscriber; safe to call from any thread."""
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for subscriber in subscribers:
+            try:
+                subscriber.loop.call_soon_threadsafe(subscriber.offer, change)
+            except RuntimeError:  # the subscriber's loop has closed
+                self._discard(subscriber)
+
+    def _discard(self, subscriber: _Subscriber) -> None:
+        with self._lock:
+            self._subscribers.discard(subscriber)
+
+    async def subscribe(self) -> AsyncIterator[Change]:
+        """Every change published from now on, until the caller stops iterating."""
+        subscriber = _Subscriber(asyncio.get_running_loop())
+        with self._lock:
+            self._subscribers.add(subscriber)
+        try:
+            while True:
+                yield await subscriber.queue.get()
+        finally:
+            self._discard(subscriber)
+
+    def start(self) -> None:
+        """On PostgreSQL, start listening for other transactions' notifications."""
+        if not self._database.is_postgres or self._listener is not None:
+            return
+        self._stop.clear()
+        ready = threading.Event()
+        self._listener = threading.Thread(
+            target=self._listen, args=(ready,), name="change-feed", daemon=True
+        )
+        self._listener.start()
+        ready.wait(timeout=10)
+
+    def _listen(self, ready: threading.Event) -> None:
+        url = self._database.engine.url.set(drivername="postgresql")
+        dsn = url.render_as_string(hide_password=False)
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(dsn, autocommit=True) as connection:
+                    connection.execute(f"LISTEN {CHANNEL}")
+                    ready.set()
+                    while not self._stop.is_set():
+                        for note in connection.notifies(timeout=0.5):
+                            self.publish(Change(**json.loads(note.payload)))
+            except psycopg.Error:
+                log.warning("change feed lost its PostgreSQL connection; reconnecting")
+                self._stop.wait(0.5)
+
+    def stop(self) -> None:
+        """Stop listening and forget every subscriber."""
+        self._stop.set()
+        if self._listener is not None:
+            self._listener.join(timeout=5)
+            self._listener = None
+        if event.contains(self._database.write_sessions, "after_commit", self._after_commit):
+            event.remove(self._database.write_sessions, "after_commit", self._after_commit)
+            event.remove(self._database.write_sessions, "after_rollback", self._after_rollback)

@@ -1,0 +1,202 @@
+"""Conversations and their messages, numbered by a per-conversation sequence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from nightowl.store.changes import Change, record_change
+from nightowl.store.errors import Invalid, NotFound
+from nightowl.store.ids import new_id
+from nightowl.store.tables import Conversation, Message, utcnow
+
+KINDS = ("direct", "group")
+ROLES = ("user", "agent", "notice")
+TRUST_LEVELS = ("owner", "member", "untrusted")
+
+
+@dataclass(frozen=True)
+class ConversationInfo:
+    """A conversation as clients see it."""
+
+    id: str
+    owner_id: str
+    kind: str
+    channel: str
+    external_key: str | None
+    title: str
+    last_seq: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class MessageInfo:
+    """A stored message as clients see it."""
+
+    id: str
+    conversation_id: str
+    seq: int
+    author_id: str | None
+    role: str
+    body: str
+    client_id: str | None
+    trust: str
+    turn_id: str | None
+    created_at: datetime
+
+
+def conversation_info(row: Conversation) -> ConversationInfo:
+    """The client-facing view of a conversation row."""
+    return ConversationInfo(
+        id=row.id,
+        owner_id=row.owner_id,
+        kind=row.kind,
+        channel=row.channel,
+        external_key=row.external_key,
+        title=row.title,
+        last_seq=row.last_seq,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def message_info(row: Message) -> MessageInfo:
+    """The client-facing view of a message row."""
+    return MessageInfo(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        seq=row.seq,
+        author_id=row.author_id,
+        role=row.role,
+        body=row.body,
+        client_id=row.client_id,
+        trust=row.trust,
+        turn_id=row.turn_id,
+        created_at=row.created_at,
+    )
+
+
+def create_conversation(
+    session: Session,
+    owner_id: str,
+    *,
+    kind: str = "direct",
+    channel: str = "web",
+    external_key: str | None = None,
+    title: str = "",
+) -> ConversationInfo:
+    """Start a new conversation owned by `owner_id`."""
+    if kind not in KINDS:
+        raise Invalid(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    row = Conversation(
+        id=new_id("conv"),
+        owner_id=owner_id,
+        kind=kind,
+        channel=channel,
+        external_key=external_key,
+        title=title,
+    )
+    session.add(row)
+    session.flush()
+    return conversation_info(row)
+
+
+def get_conversation(session: Session, conversation_id: str, user_id: str) -> ConversationInfo:
+    """The conversation, if it exists and belongs to `user_id`; otherwise NotFound."""
+    row = session.get(Conversation, conversation_id)
+    if row is None or row.owner_id != user_id:
+        raise NotFound(f"no conversation {conversation_id!r}")
+    return conversation_info(row)
+
+
+def find_conversation(session: Session, conversation_id: str) -> ConversationInfo:
+    """The conversation by id, whoever owns it (for the server's own use)."""
+    row = session.get(Conversation, conversation_id)
+    if row is None:
+        raise NotFound(f"no conversation {conversation_id!r}")
+    return conversation_info(row)
+
+
+def list_conversations(session: Session, user_id: str) -> list[ConversationInfo]:
+    """The user's conversations, most recently active first."""
+    rows = session.scalars(
+        select(Conversation)
+        .where(Conversation.owner_id == user_id)
+        .order_by(Conversation.updated_at.desc())
+    )
+    return [conversation_info(row) for row in rows]
+
+
+def find_by_client_id(session: Session, conversation_id: str, client_id: str) -> MessageInfo | None:
+    """The message a client already sent with this id, if any."""
+    row = session.scalar(
+        select(Message).where(
+            Message.conversation_id == conversation_id, Message.client_id == client_id
+        )
+    )
+    return None if row is None else message_info(row)
+
+
+def append_message(
+    session: Session,
+    conversation_id: str,
+    *,
+    role: str,
+    body: str,
+    trust: str,
+    author_id: str | None = None,
+    client_id: str | None = None,
+    turn_id: str | None = None,
+) -> MessageInfo:
+    """Add a message at the conversation's next `seq` and announce it after commit.
+
+    Bumping `last_seq` locks the conversation row, so concurrent writers of one conversation
+    queue up and sequence numbers have no gaps and no repeats.
+    """
+    if role not in ROLES:
+        raise Invalid(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    if trust not in TRUST_LEVELS:
+        raise Invalid(f"trust must be one of {', '.join(TRUST_LEVELS)}, not {trust!r}")
+    now = utcnow()
+    bumped = session.execute(
+        update(Conversation)
+        .where(Conversation.id == conversation_id)
+        .values(last_seq=Conversation.last_seq + 1, updated_at=now)
+        .returning(Conversation.last_seq, Conversation.owner_id)
+    ).one_or_none()
+    if bumped is None:
+        raise NotFound(f"no conversation {conversation_id!r}")
+    seq, owner_id = bumped
+    row = Message(
+        id=new_id("msg"),
+        conversation_id=conversation_id,
+        seq=seq,
+        author_id=author_id,
+        role=role,
+        body=body,
+        client_id=client_id,
+        trust=trust,
+        turn_id=turn_id,
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    record_change(session, Change(conversation_id=conversation_id, owner_id=owner_id, seq=seq))
+    return message_info(row)
+
+
+def messages_after(
+    session: Session, conversation_id: str, after: int, limit: int = 500
+) -> list[MessageInfo]:
+    """Messages with `seq > after`, oldest first, at most `limit`."""
+    rows = session.scalars(
+        select(Message)
+        .where(Message.conversation_id == conversation_id, Message.seq > after)
+        .order_by(Message.seq)
+        .limit(limit)
+    )
+    return [message_info(row) for row in rows]

@@ -1,0 +1,13 @@
+"""Errors the store raises; the API and CLI turn them into messages for people."""
+
+
+class StoreError(Exception):
+    """Base of the store's errors."""
+
+
+class NotFound(StoreError):
+    """The thing asked for does not exist (or belongs to someone else)."""
+
+
+class Invalid(StoreError):
+    """The request would break a rule of the store (e.g. a duplicate name)."""

@@ -1,0 +1,161 @@
+"""The app store's tables. Every change to them lands as an Alembic migration."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timestamp stored in UTC and always read back timezone-aware (SQLite keeps no zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("timestamps must be timezone-aware")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every app-store table."""
+
+    type_annotation_map = {datetime: UtcDateTime(), dict[str, Any]: JSON}
+
+
+class User(Base):
+    """A person: the owner of this server, or someone the owner added (a member)."""
+
+    __tablename__ = "users"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    role: Mapped[str] = mapped_column(String(16))  # owner | member
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AccessToken(Base):
+    """A bearer token; only its SHA-256 hash is stored."""
+
+    __tablename__ = "access_tokens"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(default=None)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Conversation(Base):
+    """A thread of messages; `last_seq` is the newest message's sequence number."""
+
+    __tablename__ = "conversations"
+    __table_args__ = (UniqueConstraint("channel", "external_key", name="uq_conversation_thread"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # direct | group
+    channel: Mapped[str] = mapped_column(String(32))  # web, cli, slack, email, webhook, ...
+    external_key: Mapped[str | None] = mapped_column(String(300), default=None)
+    title: Mapped[str] = mapped_column(String(300), default="")
+    last_seq: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Message(Base):
+    """One message of a conversation, numbered by a per-conversation `seq`."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "seq", name="uq_message_seq"),
+        UniqueConstraint("conversation_id", "client_id", name="uq_message_client_id"),
+        Index("ix_messages_unclaimed", "conversation_id", "turn_id"),
+    )
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    author_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    role: Mapped[str] = mapped_column(String(16))  # user | agent | notice
+    body: Mapped[str] = mapped_column(Text)
+    client_id: Mapped[str | None] = mapped_column(String(200), default=None)
+    trust: Mapped[str] = mapped_column(String(16))  # owner | member | untrusted
+    # For a user message: the turn that took it (NULL until one does).
+    # For an agent message: the turn that sent it.
+    turn_id: Mapped[str | None] = mapped_column(String(200), default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Trigger(Base):
+    """Anything that woke the agent; (source, idempotency_key) makes redelivery harmless."""
+
+    __tablename__ = "triggers"
+    __table_args__ = (UniqueConstraint("source", "idempotency_key", name="uq_trigger_key"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    source: Mapped[str] = mapped_column(String(32))
+    idempotency_key: Mapped[str] = mapped_column(String(300))
+    received_at: Mapped[datetime] = mapped_column(default=utcnow)
+    conversation_id: Mapped[str] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    message_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    status: Mapped[str] = mapped_column(String(16), default="accepted")  # accepted | processed
+
+
+class Turn(Base):
+    """One run of the agent loop over a batch of a conversation's messages (= a workflow)."""
+
+    __tablename__ = "turns"
+    __table_args__ = (Index("ix_turns_conversation_status", "conversation_id", "status"),)
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)  # the workflow id
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(16))  # queued | running | done | failed
+    priority: Mapped[int] = mapped_column(Integer)
+    batch_first_seq: Mapped[int | None] = mapped_column(Integer, default=None)
+    batch_last_seq: Mapped[int | None] = mapped_column(Integer, default=None)
+    activity: Mapped[str] = mapped_column(String(200), default="")
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Worker(Base):
+    """A server process; its heartbeat tells the others whether to take over its turns."""
+
+    __tablename__ = "workers"
+    executor_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))  # alive | dead
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(default=utcnow)
+    recovered_by: Mapped[str | None] = mapped_column(String(200), default=None)
+    recovered_at: Mapped[datetime | None] = mapped_column(default=None)

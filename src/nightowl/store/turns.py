@@ -1,0 +1,135 @@
+"""Turn records: which batch of messages each run of the agent loop took, and how it ended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import Session
+
+from nightowl.store.conversations import MessageInfo, message_info
+from nightowl.store.errors import NotFound
+from nightowl.store.ids import new_id
+from nightowl.store.tables import Conversation, Message, Turn, utcnow
+
+
+@dataclass(frozen=True)
+class TurnInfo:
+    """A turn's identity and state."""
+
+    id: str
+    conversation_id: str
+    status: str
+    priority: int
+    batch_first_seq: int | None
+    batch_last_seq: int | None
+
+
+def _info(row: Turn) -> TurnInfo:
+    return TurnInfo(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        status=row.status,
+        priority=row.priority,
+        batch_first_seq=row.batch_first_seq,
+        batch_last_seq=row.batch_last_seq,
+    )
+
+
+def _lock_conversation(session: Session, conversation_id: str) -> None:
+    # SQLite's BEGIN IMMEDIATE already serialises writers; PostgreSQL needs the row lock.
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(
+            select(Conversation.id).where(Conversation.id == conversation_id).with_for_update()
+        )
+
+
+def queue_turn(session: Session, conversation_id: str, priority: int) -> tuple[TurnInfo, bool]:
+    """The conversation's waiting turn, or a new one; True when it was created here.
+
+    Call it in the transaction that stored the new message (which holds the conversation's
+    lock): a waiting turn has not yet taken its batch, so it will take this message too.
+    A waiting turn whose priority is lower (a larger number) is raised to `priority`.
+    """
+    _lock_conversation(session, conversation_id)
+    waiting = session.scalar(
+        select(Turn).where(Turn.conversation_id == conversation_id, Turn.status == "queued")
+    )
+    if waiting is not None:
+        return _info(waiting), False
+    row = Turn(
+        id=new_id("turn"), conversation_id=conversation_id, status="queued", priority=priority
+    )
+    session.add(row)
+    session.flush()
+    return _info(row), True
+
+
+def claim_batch(session: Session, turn_id: str) -> list[MessageInfo]:
+    """Mark the turn running and give it every user message no turn has taken yet.
+
+    Safe to repeat: a replay returns the same batch (messages already tagged with this turn).
+    """
+    turn = session.get(Turn, turn_id)
+    if turn is None:
+        raise NotFound(f"no turn {turn_id!r}")
+    _lock_conversation(session, turn.conversation_id)
+    rows = list(
+        session.scalars(
+            select(Message)
+            .where(
+                Message.conversation_id == turn.conversation_id,
+                Message.role == "user",
+                or_(Message.turn_id.is_(None), Message.turn_id == turn_id),
+            )
+            .order_by(Message.seq)
+        )
+    )
+    for row in rows:
+        row.turn_id = turn_id
+    if turn.status == "queued":
+        turn.status = "running"
+        turn.started_at = utcnow()
+    if rows:
+        turn.batch_first_seq = rows[0].seq
+        turn.batch_last_seq = rows[-1].seq
+    session.flush()
+    return [message_info(row) for row in rows]
+
+
+def finish_turn(session: Session, turn_id: str, *, status: str, error: str | None = None) -> None:
+    """Record how the turn ended (`done` or `failed`)."""
+    session.execute(
+        update(Turn)
+        .where(Turn.id == turn_id)
+        .values(status=status, error=error, finished_at=utcnow(), activity="")
+    )
+
+
+def get_turn(session: Session, turn_id: str) -> TurnInfo:
+    """One turn by id."""
+    row = session.get(Turn, turn_id)
+    if row is None:
+        raise NotFound(f"no turn {turn_id!r}")
+    return _info(row)
+
+
+def turns_of(session: Session, conversation_id: str) -> list[TurnInfo]:
+    """Every turn of a conversation, oldest first."""
+    rows = session.scalars(
+        select(Turn).where(Turn.conversation_id == conversation_id).order_by(Turn.created_at)
+    )
+    return [_info(row) for row in rows]
+
+
+def waiting_turns(session: Session) -> list[TurnInfo]:
+    """Turns still queued (used at start-up to re-enqueue any whose enqueue was lost)."""
+    return [_info(row) for row in session.scalars(select(Turn).where(Turn.status == "queued"))]
+
+
+def queue_depth(session: Session) -> dict[int, int]:
+    """How many turns wait, by priority."""
+    rows = session.execute(
+        select(Turn.priority, func.count()).where(Turn.status == "queued").group_by(Turn.priority)
+    )
+    return {priority: count for priority, count in rows}
