@@ -17,14 +17,17 @@ from nightowl.config import Settings
 from nightowl.engine.durable import DurableEngine
 from nightowl.engine.heartbeat import Heartbeat
 from nightowl.engine.retention import RetentionSweep
-from nightowl.engine.turn import build_turn_workflow
+from nightowl.engine.turn import TurnDeps, build_turn_workflow
+from nightowl.harness.guard import GuardLimits
 from nightowl.metrics import Metrics
+from nightowl.models.select import build_model
 from nightowl.router.router import Router
 from nightowl.store.changes import ChangeFeed
 from nightowl.store.database import Database
 from nightowl.store.migrate import upgrade
 from nightowl.store.owner import ensure_owner_token
 from nightowl.store.turns import waiting_turns
+from nightowl.tools.builtin import builtin_registry
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,19 @@ def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     changes = ChangeFeed(database)
     changes.start()
     engine = DurableEngine(settings)
-    engine.register_turn(build_turn_workflow(database, metrics))
+    deps = TurnDeps(
+        database=database,
+        metrics=metrics,
+        model=build_model(settings.model),
+        tools=builtin_registry(),
+        limits=GuardLimits(
+            max_steps=settings.max_steps_per_turn,
+            max_identical_calls=settings.max_identical_tool_calls,
+            daily_token_budget=settings.daily_token_budget,
+        ),
+        blob_dir=settings.blob_dir,
+    )
+    engine.register_turn(build_turn_workflow(deps))
     engine.launch()
     app.state.settings = settings
     app.state.database = database

@@ -46,6 +46,10 @@ class Settings(BaseSettings):
     retention_days: float = Field(default=7.0, gt=0)
     retention_sweep_interval_s: float = Field(default=3600.0, gt=0)
 
+    max_steps_per_turn: int = Field(default=40, ge=1)
+    max_identical_tool_calls: int = Field(default=4, ge=2)
+    daily_token_budget: int = Field(default=2_000_000, ge=1)
+
     max_message_chars: int = Field(default=32_000, ge=1)
     log_level: str = "INFO"
 

@@ -1,6 +1,8 @@
-"""The turn workflow: take the conversation's batch, run the agent, record how it ended.
+"""The turn workflow: take the batch, then one durable step per model call and per tool call.
 
-Each side effect is a named DBOS step, so a crash resumes at the first unfinished one.
+The decisions (what to send, whether to stop) come from the pure `harness`; this module only
+runs them as DBOS steps, so a crash resumes at the first unfinished step and a finished step
+is never run again.
 """
 
 from __future__ import annotations
@@ -8,29 +10,203 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
+from datetime import datetime
+from datetime import time as day_start
+from typing import Any
 
 from dbos import DBOS
 
 from nightowl.engine.durable import TurnWorkflow
+from nightowl.harness.guard import GuardLimits, check_guard
+from nightowl.harness.prompt import assemble
+from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.logs import log_context
 from nightowl.metrics import Metrics
+from nightowl.models.base import Model, ModelConfigError, ModelReply, TransientModelError
+from nightowl.store.conversations import find_conversation
 from nightowl.store.database import Database
+from nightowl.store.outbox import deliver_to_user
+from nightowl.store.tables import utcnow
+from nightowl.store.transcript import (
+    finish_model_call,
+    finish_tool_run,
+    load_transcript,
+    put_entry,
+    start_model_call,
+    start_tool_run,
+    tokens_used_since,
+)
 from nightowl.store.turns import claim_batch, finish_turn, get_turn
+from nightowl.tools.registry import ToolContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
 
 
-def build_turn_workflow(database: Database, metrics: Metrics) -> TurnWorkflow:
+@dataclass(frozen=True)
+class TurnDeps:
+    """What a turn needs from the rest of the server."""
+
+    database: Database
+    metrics: Metrics
+    model: Model | None
+    tools: ToolRegistry
+    limits: GuardLimits
+    blob_dir: Any
+
+
+def _is_transient(error: BaseException) -> bool:
+    return isinstance(error, TransientModelError)
+
+
+def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
     """Register the turn workflow and its steps with DBOS and return the workflow."""
+    database, metrics = deps.database, deps.metrics
+    specs = {name: deps.tools.get(name).spec() for name in deps.tools.names()}  # type: ignore[union-attr]
 
     @DBOS.step(name="nightowl.take_batch")
-    async def take_batch(turn_id: str) -> list[int]:
-        def claim() -> list[int]:
+    async def take_batch(turn_id: str) -> dict[str, Any]:
+        def claim() -> dict[str, Any]:
             with database.write() as session:
-                return [message.seq for message in claim_batch(session, turn_id)]
+                turn = get_turn(session, turn_id)
+                conversation = find_conversation(session, turn.conversation_id)
+                batch = claim_batch(session, turn_id)
+                for message in batch:
+                    entry = Entry(kind="user", text=message.body, trust=message.trust)
+                    put_entry(
+                        session, conversation.id, turn_id, f"msg:{message.seq}", entry.to_dict()
+                    )
+                return {
+                    "conversation_id": conversation.id,
+                    "owner_id": conversation.owner_id,
+                    "seqs": [m.seq for m in batch],
+                }
 
         metrics.steps.labels(kind="take_batch").inc()
         return await asyncio.to_thread(claim)
+
+    @DBOS.step(
+        name="nightowl.call_model",
+        retries_allowed=True,
+        max_attempts=5,
+        interval_seconds=1.0,
+        backoff_rate=2.0,
+        should_retry=_is_transient,
+    )
+    async def call_model(
+        turn_id: str, conversation_id: str, step: int, calls_so_far: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        assert deps.model is not None
+        model = deps.model
+        metrics.steps.labels(kind="model").inc()
+
+        def prepare() -> tuple[str | None, list[Entry], str]:
+            with database.write() as session:
+                midnight = datetime.combine(utcnow().date(), day_start.min, tzinfo=utcnow().tzinfo)
+                stop = check_guard(
+                    deps.limits,
+                    step,
+                    [ToolCall.from_dict(c) for c in calls_so_far],
+                    tokens_used_since(session, conversation_id, midnight),
+                )
+                history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
+                record = (
+                    ""
+                    if stop
+                    else start_model_call(session, conversation_id, turn_id, step, model.name)
+                )
+                return stop, history, record
+
+        stop, history, record = await asyncio.to_thread(prepare)
+        if stop:
+            return {"stop": stop}
+        now = utcnow().strftime("%Y-%m-%d %H:%M UTC")
+        request = assemble(deps.tools.summaries(), specs, history, f"Current time: {now}.")
+        try:
+            reply = await model.complete(request)
+        except Exception as error:
+            await asyncio.to_thread(_finish_call, database, record, {}, repr(error))
+            raise
+
+        def save() -> None:
+            with database.write() as session:
+                entry = Entry(kind="assistant", text=reply.text, tool_calls=reply.tool_calls)
+                put_entry(
+                    session, conversation_id, turn_id, f"{turn_id}:model:{step}", entry.to_dict()
+                )
+                finish_model_call(session, record, reply.usage.to_dict())
+
+        await asyncio.to_thread(save)
+        return {"reply": reply.to_dict()}
+
+    @DBOS.step(name="nightowl.run_tool")
+    async def run_tool(
+        turn_id: str, conversation_id: str, owner_id: str, call_data: dict[str, Any]
+    ) -> dict[str, Any]:
+        call = ToolCall.from_dict(call_data)
+        metrics.steps.labels(kind="tool").inc()
+        tool = deps.tools.get(call.name)
+        effect = tool.effect if tool else "read"
+
+        def start() -> str:
+            with database.write() as session:
+                return start_tool_run(session, conversation_id, turn_id, call.id, call.name, effect)
+
+        run_id = await asyncio.to_thread(start)
+        parsed = deps.tools.parse_arguments(call.name, call.arguments)
+        if isinstance(parsed, ToolResult):
+            result = parsed
+        else:
+            assert tool is not None
+            context = ToolContext(
+                database=database,
+                blob_dir=deps.blob_dir,
+                conversation_id=conversation_id,
+                owner_id=owner_id,
+                turn_id=turn_id,
+                call_id=call.id,
+            )
+            try:
+                result = await tool.run(parsed, context)
+            except Exception as error:
+                log.exception("tool failed", extra={"tool": call.name})
+                result = ToolResult(
+                    f"{call.name} failed: {error}. Try different arguments or another way.",
+                    is_error=True,
+                )
+
+        def save() -> None:
+            with database.write() as session:
+                entry = Entry(
+                    kind="tool_result",
+                    text=result.content,
+                    call_id=call.id,
+                    tool_name=call.name,
+                    is_error=result.is_error,
+                    meta=result.meta,
+                )
+                put_entry(
+                    session, conversation_id, turn_id, f"{turn_id}:tool:{call.id}", entry.to_dict()
+                )
+                finish_tool_run(session, run_id, result.is_error)
+
+        await asyncio.to_thread(save)
+        return {"is_error": result.is_error, "ends_turn": result.ends_turn}
+
+    @DBOS.step(name="nightowl.tell_user")
+    async def tell_user(turn_id: str, conversation_id: str, key: str, text: str) -> None:
+        def deliver() -> None:
+            with database.write() as session:
+                deliver_to_user(
+                    session,
+                    conversation_id,
+                    key=f"{key}:{turn_id}",
+                    body=text,
+                    turn_id=turn_id,
+                    role="notice",
+                )
+
+        await asyncio.to_thread(deliver)
 
     @DBOS.step(name="nightowl.finish_turn")
     async def record_finish(turn_id: str, status: str, error: str | None) -> None:
@@ -41,23 +217,51 @@ def build_turn_workflow(database: Database, metrics: Metrics) -> TurnWorkflow:
         metrics.steps.labels(kind="finish_turn").inc()
         await asyncio.to_thread(finish)
 
+    async def agent_loop(turn_id: str, conversation_id: str, owner_id: str) -> str:
+        calls: list[dict[str, Any]] = []
+        step = 0
+        while True:
+            try:
+                outcome = await call_model(turn_id, conversation_id, step, calls)
+            except ModelConfigError as error:
+                await tell_user(turn_id, conversation_id, "model-error", f"I can't think: {error}")
+                return "failed"
+            if "stop" in outcome:
+                await tell_user(turn_id, conversation_id, "guard", outcome["stop"])
+                return "stopped"
+            reply = ModelReply.from_dict(outcome["reply"])
+            if not reply.tool_calls:
+                return "done"
+            ends = False
+            for call in reply.tool_calls:
+                calls.append(call.to_dict())
+                result = await run_tool(turn_id, conversation_id, owner_id, call.to_dict())
+                ends = ends or bool(result["ends_turn"])
+            if ends:
+                return "done"
+            step += 1
+
     @DBOS.workflow(name="nightowl.turn")
     async def turn(turn_id: str) -> str:
-        conversation_id = await asyncio.to_thread(_conversation_of, database, turn_id)
+        started = time.perf_counter()
+        metrics.turns_started.inc()
+        batch = await take_batch(turn_id)
+        conversation_id = batch["conversation_id"]
         with log_context(conversation_id=conversation_id, turn_id=turn_id):
-            started = time.perf_counter()
-            metrics.turns_started.inc()
-            batch = await take_batch(turn_id)
-            log.info("turn took its batch", extra={"batch_seqs": batch})
-            await record_finish(turn_id, "done", None)
-            metrics.turns_finished.labels(outcome="done").inc()
+            log.info("turn took its batch", extra={"batch_seqs": batch["seqs"]})
+            outcome = "done"
+            if deps.model is not None:
+                outcome = await agent_loop(turn_id, conversation_id, batch["owner_id"])
+            status = "failed" if outcome == "failed" else "done"
+            await record_finish(turn_id, status, None if status == "done" else outcome)
+            metrics.turns_finished.labels(outcome=outcome).inc()
             metrics.turn_seconds.observe(time.perf_counter() - started)
-            log.info("turn finished")
-            return "done"
+            log.info("turn finished", extra={"outcome": outcome})
+            return outcome
 
     return turn
 
 
-def _conversation_of(database: Database, turn_id: str) -> str:
-    with database.read() as session:
-        return get_turn(session, turn_id).conversation_id
+def _finish_call(database: Database, record: str, usage: dict[str, int], error: str) -> None:
+    with database.write() as session:
+        finish_model_call(session, record, usage, error)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -15,7 +16,7 @@ from nightowl.store.tables import Conversation, Message, utcnow
 
 KINDS = ("direct", "group")
 ROLES = ("user", "agent", "notice")
-TRUST_LEVELS = ("owner", "member", "untrusted")
+TRUST_LEVELS = ("owner", "member", "untrusted", "agent")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class MessageInfo:
     trust: str
     turn_id: str | None
     created_at: datetime
+    meta: dict[str, Any]
 
 
 def conversation_info(row: Conversation) -> ConversationInfo:
@@ -77,6 +79,7 @@ def message_info(row: Message) -> MessageInfo:
         trust=row.trust,
         turn_id=row.turn_id,
         created_at=row.created_at,
+        meta=dict(row.meta or {}),
     )
 
 
@@ -151,6 +154,7 @@ def append_message(
     author_id: str | None = None,
     client_id: str | None = None,
     turn_id: str | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> MessageInfo:
     """Add a message at the conversation's next `seq` and announce it after commit.
 
@@ -182,6 +186,7 @@ def append_message(
         trust=trust,
         turn_id=turn_id,
         created_at=now,
+        meta=meta or {},
     )
     session.add(row)
     session.flush()

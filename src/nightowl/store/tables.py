@@ -111,6 +111,8 @@ class Message(Base):
     # For an agent message: the turn that sent it.
     turn_id: Mapped[str | None] = mapped_column(String(200), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Attachments, controls (buttons, draft) and the notify flag of an agent message.
+    meta: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
 class Trigger(Base):
@@ -159,3 +161,53 @@ class Worker(Base):
     heartbeat_at: Mapped[datetime] = mapped_column(default=utcnow)
     recovered_by: Mapped[str | None] = mapped_column(String(200), default=None)
     recovered_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class TranscriptEntry(Base):
+    """One item of what the model saw and said (its private text included), in order."""
+
+    __tablename__ = "transcript_entries"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "entry_key", name="uq_transcript_key"),
+        Index("ix_transcript_order", "conversation_id", "id"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    turn_id: Mapped[str] = mapped_column(String(200), index=True)
+    # Derived from the step that wrote it, so a re-run step replaces rather than repeats.
+    entry_key: Mapped[str] = mapped_column(String(300))
+    payload: Mapped[dict[str, Any]] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ModelCall(Base):
+    """One executed model call (a crashed-and-retried step shows up twice) with its usage."""
+
+    __tablename__ = "model_calls"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(String(64), index=True)
+    turn_id: Mapped[str] = mapped_column(String(200), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    model: Mapped[str] = mapped_column(String(300))
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+
+
+class ToolRun(Base):
+    """One executed tool call (a crashed-and-retried step shows up twice)."""
+
+    __tablename__ = "tool_runs"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(String(64), index=True)
+    turn_id: Mapped[str] = mapped_column(String(200), index=True)
+    call_id: Mapped[str] = mapped_column(String(200))
+    tool: Mapped[str] = mapped_column(String(100))
+    effect: Mapped[str] = mapped_column(String(16))
+    is_error: Mapped[bool] = mapped_column(default=False)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -1,0 +1,1 @@
+"""Model adapters behind one interface: Anthropic, OpenAI-compatible, local, scripted."""

@@ -1,0 +1,68 @@
+"""A deterministic model for tests and demos: replies read from a JSON script.
+
+Script: `{"replies": [{"text": "...", "tool_calls": [{"name": ..., "arguments": {...}}],
+"delay": 0.5, "usage": {...}}, ...], "then": "silent" | "repeat_last"}`. Reply *n* answers the
+conversation's *n*-th model call (counted from the request's history, so a restart or a replay
+picks the same reply).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from nightowl.harness.transcript import ToolCall
+from nightowl.models.base import ModelConfigError, ModelReply, ModelRequest, Usage
+
+
+class ScriptedModel:
+    """Answers from a script; `delay` seconds per reply simulate a slow provider."""
+
+    def __init__(self, script_path: Path) -> None:
+        self.name = f"scripted:{script_path}"
+        self._path = script_path
+
+    def _script(self) -> dict[str, Any]:
+        try:
+            data: dict[str, Any] = json.loads(self._path.read_text())
+        except (OSError, ValueError) as error:
+            raise ModelConfigError(f"cannot read the model script {self._path}: {error}") from error
+        if not isinstance(data.get("replies"), list):
+            raise ModelConfigError(f"{self._path}: expected an object with a 'replies' list")
+        return data
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        script = self._script()
+        replies: list[dict[str, Any]] = script["replies"]
+        index = sum(1 for entry in request.messages if entry.kind == "assistant")
+        if index >= len(replies):
+            if script.get("then") != "repeat_last" or not replies:
+                return ModelReply(model=self.name, usage=_usage(request, {}))
+            index = len(replies) - 1
+        reply = replies[index]
+        if reply.get("delay"):
+            await asyncio.sleep(float(reply["delay"]))
+        calls = tuple(
+            ToolCall(
+                id=call.get("id") or f"call_{index}_{n}",
+                name=call["name"],
+                arguments=dict(call.get("arguments") or {}),
+            )
+            for n, call in enumerate(reply.get("tool_calls", ()))
+        )
+        return ModelReply(
+            text=reply.get("text", ""),
+            tool_calls=calls,
+            usage=_usage(request, reply.get("usage", {})),
+            model=self.name,
+        )
+
+
+def _usage(request: ModelRequest, given: dict[str, int]) -> Usage:
+    """The script's usage if it gives one; otherwise a rough count (4 characters a token)."""
+    if given:
+        return Usage(**given)
+    characters = len(request.system) + sum(len(e.text) for e in request.messages)
+    return Usage(input_tokens=max(1, characters // 4), output_tokens=8)

@@ -1,0 +1,36 @@
+"""The outbox of visible messages: each carries an idempotency key, so a retried or replayed
+step finds its message already delivered instead of showing it twice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from nightowl.store.conversations import MessageInfo, append_message, find_by_client_id
+
+
+def deliver_to_user(
+    session: Session,
+    conversation_id: str,
+    *,
+    key: str,
+    body: str,
+    turn_id: str | None,
+    meta: dict[str, Any] | None = None,
+    role: str = "agent",
+) -> MessageInfo:
+    """Post the agent's message once per `key` (derived from the workflow and its step)."""
+    existing = find_by_client_id(session, conversation_id, key)
+    if existing is not None:
+        return existing
+    return append_message(
+        session,
+        conversation_id,
+        role=role,
+        body=body,
+        trust="agent",
+        client_id=key,
+        turn_id=turn_id,
+        meta=meta,
+    )

@@ -1,0 +1,109 @@
+"""The model's view of a conversation (private text included) and the record of each call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from nightowl.store.ids import new_id
+from nightowl.store.tables import ModelCall, ToolRun, TranscriptEntry, utcnow
+
+
+def put_entry(
+    session: Session, conversation_id: str, turn_id: str, key: str, payload: dict[str, Any]
+) -> None:
+    """Append an entry once per key (a re-run step overwrites its own entry in place)."""
+    row = session.scalar(
+        select(TranscriptEntry).where(
+            TranscriptEntry.conversation_id == conversation_id, TranscriptEntry.entry_key == key
+        )
+    )
+    if row is None:
+        session.add(
+            TranscriptEntry(
+                conversation_id=conversation_id, turn_id=turn_id, entry_key=key, payload=payload
+            )
+        )
+    else:
+        row.payload = payload
+    session.flush()
+
+
+def load_transcript(session: Session, conversation_id: str) -> list[dict[str, Any]]:
+    """Every entry of the conversation, in the order written."""
+    return list(
+        session.scalars(
+            select(TranscriptEntry.payload)
+            .where(TranscriptEntry.conversation_id == conversation_id)
+            .order_by(TranscriptEntry.id)
+        )
+    )
+
+
+def start_model_call(
+    session: Session, conversation_id: str, turn_id: str, step: int, model: str
+) -> str:
+    """Record that a model call is starting; returns its id."""
+    call_id = new_id("mc")
+    session.add(
+        ModelCall(
+            id=call_id, conversation_id=conversation_id, turn_id=turn_id, step=step, model=model
+        )
+    )
+    return call_id
+
+
+def finish_model_call(
+    session: Session, call_id: str, usage: dict[str, int], error: str | None = None
+) -> None:
+    """Record a model call's usage (or its error)."""
+    session.execute(
+        update(ModelCall)
+        .where(ModelCall.id == call_id)
+        .values(finished_at=utcnow(), error=error, **usage)
+    )
+
+
+def start_tool_run(
+    session: Session, conversation_id: str, turn_id: str, call_id: str, tool: str, effect: str
+) -> str:
+    """Record that a tool starts executing; returns the run's id."""
+    run_id = new_id("run")
+    session.add(
+        ToolRun(
+            id=run_id,
+            conversation_id=conversation_id,
+            turn_id=turn_id,
+            call_id=call_id,
+            tool=tool,
+            effect=effect,
+        )
+    )
+    return run_id
+
+
+def finish_tool_run(session: Session, run_id: str, is_error: bool) -> None:
+    """Record that a tool run ended."""
+    session.execute(
+        update(ToolRun).where(ToolRun.id == run_id).values(finished_at=utcnow(), is_error=is_error)
+    )
+
+
+def tokens_used_since(session: Session, conversation_id: str, since: Any) -> int:
+    """Input plus output tokens the conversation's model calls used since `since`."""
+    total = session.scalar(
+        select(
+            func.coalesce(
+                func.sum(
+                    ModelCall.input_tokens
+                    + ModelCall.cache_read_tokens
+                    + ModelCall.cache_write_tokens
+                    + ModelCall.output_tokens
+                ),
+                0,
+            )
+        ).where(ModelCall.conversation_id == conversation_id, ModelCall.started_at >= since)
+    )
+    return int(total or 0)
