@@ -1,0 +1,132 @@
+"""Run the real `nightowl serve` as a process, for end-to-end and crash tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+NIGHTOWL = str(Path(sys.executable).parent / "nightowl")
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class ServerProcess:
+    """One server process; restartable with the same data dir, port and executor id."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        database_url: str | None = None,
+        *,
+        model: str = "none",
+        executor_id: str | None = None,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "NIGHTOWL_DATA_DIR": str(data_dir),
+            "NIGHTOWL_PORT": str(self.port),
+            "NIGHTOWL_MODEL": model,
+            "NIGHTOWL_HEARTBEAT_INTERVAL_S": "0.5",
+            "NIGHTOWL_HEARTBEAT_TIMEOUT_S": "3",
+            **(env or {}),
+        }
+        if database_url:
+            self.env["NIGHTOWL_DATABASE_URL"] = database_url
+        if executor_id:
+            self.env["NIGHTOWL_EXECUTOR_ID"] = executor_id
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir / f"server-{self.port}.log"
+        self.starts = 0
+
+    def start(self, timeout: float = 60) -> ServerProcess:
+        """Start the process and wait until /healthz answers."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it open
+        self.process = subprocess.Popen(
+            [NIGHTOWL, "serve"], env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"server did not come up:\n{self.log_path.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        """A clean stop (SIGTERM), or SIGKILL if it hangs."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    @property
+    def token(self) -> str:
+        """The owner's access token the server wrote on first start."""
+        return (self.data_dir / "owner-token").read_text().strip()
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        """An HTTP client authenticated as the owner (or with `token`)."""
+        return httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {token or self.token}"},
+            timeout=30,
+        )
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        """The server's JSON log lines (the start banner is skipped)."""
+        lines = []
+        for raw in self.log_path.read_text().splitlines():
+            if raw.startswith("{"):
+                lines.append(json.loads(raw))
+        return lines
+
+
+def wait_for(predicate: Any, timeout: float = 30, interval: float = 0.05) -> Any:
+    """Poll until `predicate()` is truthy; return its value or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def write_script(path: Path, replies: list[dict[str, Any]], then: str = "silent") -> str:
+    """Write a scripted-model file and return the NIGHTOWL_MODEL value for it."""
+    path.write_text(json.dumps({"replies": replies, "then": then}))
+    return f"scripted:{path}"

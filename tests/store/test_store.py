@@ -1,0 +1,136 @@
+"""The app store on SQLite and PostgreSQL: schema, sequence numbers, idempotent sends, tokens."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from sqlalchemy import select, text
+
+from nightowl.router.priority import Priority
+from nightowl.router.router import IncomingMessage, Router
+from nightowl.store.conversations import append_message, create_conversation, messages_after
+from nightowl.store.database import Database
+from nightowl.store.migrate import revision_status, upgrade
+from nightowl.store.tables import AccessToken
+from nightowl.store.turns import TurnInfo, claim_batch, turns_of
+from nightowl.store.users import create_token, ensure_owner, revoke_token, user_for_token
+
+
+class RecordingQueue:
+    """The conversation queue interface, recording which turns were woken."""
+
+    def __init__(self) -> None:
+        self.woken: list[TurnInfo] = []
+        self._lock = threading.Lock()
+
+    def wake(self, turn: TurnInfo) -> None:
+        with self._lock:
+            self.woken.append(turn)
+
+
+def _conversation(database: Database) -> tuple[str, str]:
+    with database.write() as session:
+        owner = ensure_owner(session)
+        conversation = create_conversation(session, owner.id)
+    return owner.id, conversation.id
+
+
+def _incoming(conversation_id: str, client_id: str, text: str = "hi") -> IncomingMessage:
+    return IncomingMessage(
+        source="api",
+        idempotency_key=f"{conversation_id}:{client_id}",
+        conversation_id=conversation_id,
+        text=text,
+        trust="owner",
+        priority=Priority.OWNER_DIRECT,
+        client_id=client_id,
+    )
+
+
+def test_migrations_reach_head_and_rerun_is_a_no_op(database: Database) -> None:
+    current, head = revision_status(database)
+    assert current == head
+    upgrade(database)
+    assert revision_status(database) == (head, head)
+
+
+def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
+    database = Database(f"sqlite:///{tmp_path / 'wal.db'}")
+    upgrade(database)
+    with database.read() as session:
+        assert session.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+    database.dispose()
+
+
+def test_concurrent_appends_get_gapless_increasing_seqs(database: Database) -> None:
+    owner_id, conversation_id = _conversation(database)
+
+    def append(n: int) -> int:
+        with database.write() as session:
+            return append_message(
+                session, conversation_id, role="user", body=f"m{n}", trust="owner"
+            ).seq
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        seqs = list(pool.map(append, range(40)))
+    assert sorted(seqs) == list(range(1, 41))
+    with database.read() as session:
+        stored = messages_after(session, conversation_id, 0)
+        assert [m.seq for m in stored] == list(range(1, 41))
+        assert [m.seq for m in messages_after(session, conversation_id, 35)] == [36, 37, 38, 39, 40]
+
+
+def test_same_client_id_concurrently_stores_one_message(database: Database) -> None:
+    _, conversation_id = _conversation(database)
+    queue = RecordingQueue()
+    router = Router(database, queue)
+    barrier = threading.Barrier(20)
+
+    def send(_: int) -> tuple[str, bool]:
+        barrier.wait()
+        accepted = router.accept(_incoming(conversation_id, "same-id"))
+        return accepted.message.id, accepted.duplicate
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        results = list(pool.map(send, range(20)))
+    assert len({message_id for message_id, _ in results}) == 1
+    assert sum(1 for _, duplicate in results if not duplicate) == 1
+    with database.read() as session:
+        assert len(messages_after(session, conversation_id, 0)) == 1
+        assert len(turns_of(session, conversation_id)) == 1
+    assert len(queue.woken) == 1
+
+
+def test_messages_waiting_for_a_queued_turn_join_its_batch(database: Database) -> None:
+    _, conversation_id = _conversation(database)
+    queue = RecordingQueue()
+    router = Router(database, queue)
+    for n in range(3):
+        router.accept(_incoming(conversation_id, f"c{n}", f"message {n}"))
+    assert len(queue.woken) == 1  # one turn for the three
+    turn = queue.woken[0]
+    with database.write() as session:
+        batch = claim_batch(session, turn.id)
+    assert [m.body for m in batch] == ["message 0", "message 1", "message 2"]
+    # A replayed claim returns the same batch; a message after the claim starts a new turn.
+    with database.write() as session:
+        assert [m.seq for m in claim_batch(session, turn.id)] == [1, 2, 3]
+    router.accept(_incoming(conversation_id, "c3", "late"))
+    assert len(queue.woken) == 2 and queue.woken[1].id != turn.id
+
+
+def test_tokens_are_stored_hashed_and_revocable(database: Database) -> None:
+    with database.write() as session:
+        owner = ensure_owner(session)
+        info, secret = create_token(session, owner.id, "laptop")
+    with database.read() as session:
+        hashes = list(session.scalars(select(AccessToken.token_hash)))
+        assert secret not in hashes and all(len(h) == 64 for h in hashes)
+        found = user_for_token(session, secret)
+        assert found is not None and found.id == owner.id
+    with database.write() as session:
+        revoke_token(session, info.id)
+    with database.read() as session:
+        assert user_for_token(session, secret) is None
