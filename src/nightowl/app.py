@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nightowl import __version__
 from nightowl.api import conversations, events, operations
@@ -66,7 +67,7 @@ def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     # (idempotent, by workflow id).
     with database.read() as session:
         for turn in waiting_turns(session):
-            engine.wake(turn)
+            engine.enqueue(turn)
     return engine
 
 
@@ -74,6 +75,37 @@ def _stop_services(app: FastAPI) -> None:
     app.state.engine.shutdown()
     app.state.changes.stop()
     app.state.database.dispose()
+
+
+class RequestMetrics:
+    """Counts and times every HTTP request by route template (plain ASGI: adds no buffering)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_and_note(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            metrics: Metrics | None = getattr(scope["app"].state, "metrics", None)
+            if metrics is not None:
+                route = getattr(scope.get("route"), "path", "unmatched")
+                metrics.http_requests.labels(route=route, status=str(status)).inc()
+                metrics.http_seconds.labels(route=route).observe(time.perf_counter() - started)
+                if status >= 500:
+                    metrics.errors.labels(where="http").inc()
 
 
 def build_app(settings: Settings) -> FastAPI:
@@ -104,19 +136,5 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(conversations.routes)
     app.include_router(events.routes)
 
-    @app.middleware("http")
-    async def measure(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = getattr(request.scope.get("route"), "path", "unmatched")
-        metrics: Metrics | None = getattr(request.app.state, "metrics", None)
-        if metrics is not None:
-            metrics.http_requests.labels(route=route, status=str(response.status_code)).inc()
-            metrics.http_seconds.labels(route=route).observe(time.perf_counter() - started)
-            if response.status_code >= 500:
-                metrics.errors.labels(where="http").inc()
-        return response
-
+    app.add_middleware(RequestMetrics)
     return app

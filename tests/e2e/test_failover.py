@@ -47,7 +47,8 @@ def test_live_worker_takes_over_a_killed_workers_turn(tmp_path: Path) -> None:
             runner = wait_for(
                 lambda: rows(
                     url,
-                    "SELECT executor_id FROM dbos.workflow_status WHERE workflow_uuid = :w AND status = 'PENDING'",
+                    "SELECT executor_id FROM dbos.workflow_status"
+                    " WHERE workflow_uuid = :w AND status = 'PENDING'",
                     w=turn_id,
                 )
             )[0][0]

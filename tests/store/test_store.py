@@ -65,7 +65,7 @@ def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
 
 
 def test_concurrent_appends_get_gapless_increasing_seqs(database: Database) -> None:
-    owner_id, conversation_id = _conversation(database)
+    _owner_id, conversation_id = _conversation(database)
 
     def append(n: int) -> int:
         with database.write() as session:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dbos import DBOS, DBOSConfig, SetEnqueueOptions, SetWorkflowID
@@ -36,6 +37,7 @@ class DurableEngine:
         self._settings = settings
         self._queue: Any = None
         self._turn: TurnWorkflow | None = None
+        self._waker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wake")
         DBOS.destroy(destroy_registry=True)  # a clean registry for this process's workflows
         DBOS(config=dbos_config(settings))
 
@@ -53,7 +55,15 @@ class DurableEngine:
         )
 
     def wake(self, turn: TurnInfo) -> None:
-        """Enqueue the turn's workflow; enqueuing an id that exists already is a no-op."""
+        """Enqueue the turn's workflow soon, off the caller's path.
+
+        Losing this (a crash right now) loses nothing: the turn stays `queued` in the app
+        store and start-up enqueues every queued turn again.
+        """
+        self._waker.submit(self.enqueue, turn)
+
+    def enqueue(self, turn: TurnInfo) -> None:
+        """Enqueue the turn's workflow now; enqueuing an id that exists already is a no-op."""
         if self._turn is None or self._queue is None:
             raise RuntimeError("the engine is not launched")
         with (
@@ -90,4 +100,5 @@ class DurableEngine:
 
     def shutdown(self) -> None:
         """Stop DBOS without waiting: unfinished turns resume on restart or on another worker."""
+        self._waker.shutdown(wait=True)
         DBOS.destroy(destroy_registry=True)

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -14,7 +14,7 @@ from nightowl.router.priority import Priority
 from nightowl.store.conversations import MessageInfo, append_message, message_info
 from nightowl.store.database import Database
 from nightowl.store.ids import new_id
-from nightowl.store.tables import Message, Trigger
+from nightowl.store.tables import Message, Trigger, utcnow
 from nightowl.store.turns import TurnInfo, queue_turn
 
 log = logging.getLogger(__name__)
@@ -58,10 +58,6 @@ class Router:
 
     def accept(self, incoming: IncomingMessage) -> Accepted:
         """Store the message once (a repeated key returns the original) and wake the queue."""
-        with self._database.read() as session:
-            seen = self._seen(session, incoming)
-        if seen is not None:
-            return Accepted(seen, duplicate=True)
         try:
             with self._database.write() as session:
                 seen = self._seen(session, incoming)
@@ -76,14 +72,19 @@ class Router:
                     author_id=incoming.author_id,
                     client_id=incoming.client_id,
                 )
-                session.add(
-                    Trigger(
-                        id=new_id("trg"),
-                        source=incoming.source,
-                        idempotency_key=incoming.idempotency_key,
-                        conversation_id=incoming.conversation_id,
-                        message_id=message.id,
-                    )
+                session.execute(
+                    insert(Trigger),
+                    [
+                        {
+                            "id": new_id("trg"),
+                            "source": incoming.source,
+                            "idempotency_key": incoming.idempotency_key,
+                            "conversation_id": incoming.conversation_id,
+                            "message_id": message.id,
+                            "received_at": utcnow(),
+                            "status": "accepted",
+                        }
+                    ],
                 )
                 turn, created = queue_turn(session, incoming.conversation_id, incoming.priority)
         except IntegrityError:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.changes import Change, record_change
@@ -175,7 +175,7 @@ def append_message(
     if bumped is None:
         raise NotFound(f"no conversation {conversation_id!r}")
     seq, owner_id = bumped
-    row = Message(
+    message = MessageInfo(
         id=new_id("msg"),
         conversation_id=conversation_id,
         seq=seq,
@@ -188,10 +188,10 @@ def append_message(
         created_at=now,
         meta=meta or {},
     )
-    session.add(row)
-    session.flush()
+    # Core insert: this is the hot path of every message, and the ORM's unit of work is slow.
+    session.execute(insert(Message), [asdict(message)])
     record_change(session, Change(conversation_id=conversation_id, owner_id=owner_id, seq=seq))
-    return message_info(row)
+    return message
 
 
 def messages_after(

@@ -49,7 +49,6 @@ def queue_turn(session: Session, conversation_id: str, priority: int) -> tuple[T
 
     Call it in the transaction that stored the new message (which holds the conversation's
     lock): a waiting turn has not yet taken its batch, so it will take this message too.
-    A waiting turn whose priority is lower (a larger number) is raised to `priority`.
     """
     _lock_conversation(session, conversation_id)
     waiting = session.scalar(
