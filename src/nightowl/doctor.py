@@ -11,6 +11,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from nightowl.config import Settings
+from nightowl.models.select import resolve
 from nightowl.store.database import Database
 from nightowl.store.migrate import revision_status
 
@@ -82,7 +83,27 @@ def _engine(settings: Settings) -> Check:
 
 
 def _model(settings: Settings) -> Check:
-    kind, _, rest = settings.model.partition(":")
+    kind, _, rest = resolve(settings.model).partition(":")
+    if kind == "local":
+        from nightowl.models.weights import weights_path
+
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            return Check(
+                "model",
+                False,
+                "the local model needs llama-cpp-python",
+                "pip install 'nightowl[local]' (make run does it)",
+            )
+        if not weights_path().is_file():
+            return Check(
+                "model",
+                False,
+                f"no local weights at {weights_path()}",
+                "run `nightowl models install`",
+            )
+        return Check("model", True, f"local model at {weights_path()}")
     if kind == "none":
         return Check(
             "model",

@@ -2,19 +2,61 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from nightowl.models.base import Model, ModelConfigError
 from nightowl.models.scripted import ScriptedModel
 
+DEFAULT_ANTHROPIC = "claude-sonnet-4-5"
+DEFAULT_OPENAI = "gpt-4.1-mini"
+
+
+def resolve(setting: str) -> str:
+    """`auto` becomes Anthropic or OpenAI when their key is set, else the local model."""
+    if setting != "auto":
+        return setting
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return f"anthropic:{DEFAULT_ANTHROPIC}"
+    if os.environ.get("OPENAI_API_KEY"):
+        return f"openai:{DEFAULT_OPENAI}"
+    return "local"
+
 
 def build_model(setting: str) -> Model | None:
     """The configured model, or None for `none` (turns then only record their batch)."""
-    kind, _, rest = setting.partition(":")
+    kind, _, rest = resolve(setting).partition(":")
     if kind == "none":
         return None
     if kind == "scripted":
         if not rest:
             raise ModelConfigError("scripted needs a path: NIGHTOWL_MODEL=scripted:/path/to.json")
         return ScriptedModel(Path(rest))
-    raise ModelConfigError(f"model {setting!r} is not available in this build")
+    if kind == "local":
+        from nightowl.models.local import LocalModel
+
+        return LocalModel()
+    if kind == "anthropic":
+        from nightowl.models.anthropic_model import AnthropicModel
+
+        return AnthropicModel(
+            rest or DEFAULT_ANTHROPIC, base_url=os.environ.get("ANTHROPIC_BASE_URL")
+        )
+    if kind == "openai":
+        from nightowl.models.openai_model import OpenAIModel
+
+        return OpenAIModel(rest or DEFAULT_OPENAI, base_url=os.environ.get("OPENAI_BASE_URL"))
+    if kind == "openai-compatible":
+        base_url, _, model = rest.rpartition("#")
+        if not base_url or not model:
+            raise ModelConfigError(
+                "openai-compatible needs a URL and a model: "
+                "NIGHTOWL_MODEL=openai-compatible:http://host:port/v1#model-name"
+            )
+        return OpenAIModel(
+            model,
+            api_key=os.environ.get("OPENAI_API_KEY"),
+            base_url=base_url,
+            name=f"openai-compatible:{model}",
+        )
+    raise ModelConfigError(f"unknown model kind {kind!r}")

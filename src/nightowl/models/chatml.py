@@ -1,0 +1,146 @@
+"""Qwen's ChatML prompt with tools, and a lenient reader of the tool calls small models write.
+
+Pure functions: the local adapter renders requests with `render` and reads replies with
+`read_reply`. Small models write a call as `<tool_call>{...}</tool_call>`, as a fenced JSON
+block, or as a bare JSON object; all three are accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.models.base import ModelRequest
+
+_TOOLS_PREAMBLE = """
+
+# Tools
+
+You may call one or more functions to assist with the user query.
+
+You are provided with function signatures within <tools></tools> XML tags:
+<tools>
+{tools}
+</tools>
+
+For each function call, return a json object with function name and arguments within \
+<tool_call></tool_call> XML tags:
+<tool_call>
+{{"name": <function-name>, "arguments": <args-json-object>}}
+</tool_call>"""
+
+
+def _block(role: str, text: str) -> str:
+    return f"<|im_start|>{role}\n{text}<|im_end|>\n"
+
+
+def _entry_text(entry: Entry) -> tuple[str, str]:
+    if entry.kind == "user":
+        if entry.trust == "untrusted":
+            return "user", f"<untrusted>\n{entry.text}\n</untrusted>"
+        return "user", entry.text
+    if entry.kind == "assistant":
+        calls = "".join(
+            "<tool_call>\n"
+            + json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)
+            + "\n</tool_call>"
+            for c in entry.tool_calls
+        )
+        return "assistant", (entry.text + ("\n" if entry.text and calls else "") + calls)
+    if entry.kind == "tool_result":
+        return "user", f"<tool_response>\n{entry.text}\n</tool_response>"
+    return "user", f"({entry.text})"
+
+
+def render(request: ModelRequest) -> str:
+    """The whole request as one ChatML prompt, ending where the assistant speaks next."""
+    tools = "\n".join(
+        json.dumps(
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            },
+            ensure_ascii=False,
+        )
+        for t in request.tools
+    )
+    system = request.system + (_TOOLS_PREAMBLE.format(tools=tools) if request.tools else "")
+    turns: list[tuple[str, str]] = []
+    for entry in request.messages:
+        role, text = _entry_text(entry)
+        if turns and turns[-1][0] == role == "user":
+            # Tool results, notes and messages that follow each other form one user turn.
+            turns[-1] = (role, turns[-1][1] + "\n\n" + text)
+        else:
+            turns.append((role, text))
+    blocks = [_block("system", system)] + [_block(role, text) for role, text in turns]
+    return "".join(blocks) + "<|im_start|>assistant\n"
+
+
+_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+
+
+def _objects(text: str) -> list[str]:
+    """Balanced top-level `{...}` spans in `text`."""
+    spans, depth, start, in_string, escaped = [], 0, -1, False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                spans.append(text[start : i + 1])
+    return spans
+
+
+def _as_call(raw: str, n: int) -> ToolCall | None:
+    try:
+        data: Any = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        return None
+    arguments = data.get("arguments", data.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    return ToolCall(id=f"call_{n}", name=data["name"], arguments=arguments)
+
+
+def read_reply(text: str, known_tools: set[str]) -> tuple[str, list[ToolCall]]:
+    """Split a completion into private text and the tool calls it contains."""
+    candidates = [m.group(1) for m in _TAGGED.finditer(text)]
+    if not candidates:
+        candidates = [m.group(1) for m in _FENCED.finditer(text)] or _objects(text)
+    calls: list[ToolCall] = []
+    private = _TAGGED.sub("", _FENCED.sub("", text))
+    for raw in candidates:
+        for span in _objects(raw) or [raw]:
+            call = _as_call(span, len(calls))
+            if call is not None and call.name in known_tools:
+                calls.append(call)
+                private = private.replace(span, "")
+    return (private.strip() if calls else text.strip()), calls
