@@ -18,6 +18,7 @@ from nightowl.config import Settings
 from nightowl.engine.durable import DurableEngine
 from nightowl.engine.heartbeat import Heartbeat
 from nightowl.engine.retention import RetentionSweep
+from nightowl.engine.timers import build_timer_workflow
 from nightowl.engine.turn import TurnDeps, build_turn_workflow
 from nightowl.harness.guard import GuardLimits
 from nightowl.metrics import Metrics
@@ -43,6 +44,7 @@ def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     changes = ChangeFeed(database)
     changes.start()
     engine = DurableEngine(settings)
+    engine.register_timer(build_timer_workflow(lambda: app.state.router))
     deps = TurnDeps(
         database=database,
         metrics=metrics,
@@ -54,6 +56,7 @@ def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
             daily_token_budget=settings.daily_token_budget,
         ),
         blob_dir=settings.blob_dir,
+        schedule_timer=engine.schedule_timer,
     )
     engine.register_turn(build_turn_workflow(deps))
     engine.launch()

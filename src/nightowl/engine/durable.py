@@ -10,6 +10,7 @@ from typing import Any
 from dbos import DBOS, DBOSConfig, SetEnqueueOptions, SetWorkflowID
 
 from nightowl.config import Settings
+from nightowl.engine.timers import TIMER_QUEUE, TimerWorkflow
 from nightowl.store.turns import TurnInfo
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ class DurableEngine:
         self._settings = settings
         self._queue: Any = None
         self._turn: TurnWorkflow | None = None
+        self._timer: TimerWorkflow | None = None
+        self._timer_queue: Any = None
         self._waker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wake")
         DBOS.destroy(destroy_registry=True)  # a clean registry for this process's workflows
         DBOS(config=dbos_config(settings))
@@ -44,6 +47,19 @@ class DurableEngine:
     def register_turn(self, turn: TurnWorkflow) -> None:
         """The workflow every queued turn runs (registered before launch)."""
         self._turn = turn
+
+    def register_timer(self, timer: TimerWorkflow) -> None:
+        """The workflow a due timer runs (registered before launch)."""
+        self._timer = timer
+
+    async def schedule_timer(
+        self, timer_id: str, conversation_id: str, seconds: float, note: str
+    ) -> None:
+        """Start the timer workflow in `seconds`; durable, and a no-op if the id exists."""
+        if self._timer is None or self._timer_queue is None:
+            raise RuntimeError("the engine is not launched")
+        with SetWorkflowID(timer_id), SetEnqueueOptions(delay_seconds=seconds):
+            await self._timer_queue.enqueue_async(self._timer, timer_id, conversation_id, note)
 
     def launch(self) -> None:
         """Start DBOS: recover this executor's unfinished workflows and start dispatching."""
@@ -53,6 +69,7 @@ class DurableEngine:
             partition_concurrency=1,
             polling_interval_sec=self._settings.queue_polling_interval_s,
         )
+        self._timer_queue = DBOS.register_queue(TIMER_QUEUE, polling_interval_sec=0.2)
 
     def wake(self, turn: TurnInfo) -> None:
         """Enqueue the turn's workflow soon, off the caller's path.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from datetime import time as day_start
@@ -53,6 +54,7 @@ class TurnDeps:
     tools: ToolRegistry
     limits: GuardLimits
     blob_dir: Any
+    schedule_timer: Callable[[str, str, float, str], Awaitable[None]]
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -72,7 +74,11 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 conversation = find_conversation(session, turn.conversation_id)
                 batch = claim_batch(session, turn_id)
                 for message in batch:
-                    entry = Entry(kind="user", text=message.body, trust=message.trust)
+                    entry = Entry(
+                        kind="notice" if message.role == "notice" else "user",
+                        text=message.body,
+                        trust=message.trust,
+                    )
                     put_entry(
                         session, conversation.id, turn_id, f"msg:{message.seq}", entry.to_dict()
                     )
@@ -191,7 +197,11 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 finish_tool_run(session, run_id, result.is_error)
 
         await asyncio.to_thread(save)
-        return {"is_error": result.is_error, "ends_turn": result.ends_turn}
+        return {
+            "is_error": result.is_error,
+            "ends_turn": result.ends_turn,
+            "timer": result.meta.get("timer"),
+        }
 
     @DBOS.step(name="nightowl.tell_user")
     async def tell_user(turn_id: str, conversation_id: str, key: str, text: str) -> None:
@@ -237,6 +247,14 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 calls.append(call.to_dict())
                 result = await run_tool(turn_id, conversation_id, owner_id, call.to_dict())
                 ends = ends or bool(result["ends_turn"])
+                if result.get("timer"):
+                    timer = result["timer"]
+                    await deps.schedule_timer(
+                        f"timer-{turn_id}-{timer['call_id']}",
+                        conversation_id,
+                        float(timer["seconds"]),
+                        str(timer["note"]),
+                    )
             if ends:
                 return "done"
             step += 1

@@ -32,6 +32,7 @@ class IncomingMessage:
     priority: Priority
     author_id: str | None = None
     client_id: str | None = None
+    role: str = "user"  # "notice" for the runtime's own wake-ups (timers)
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class Router:
                 message = append_message(
                     session,
                     incoming.conversation_id,
-                    role="user",
+                    role=incoming.role,
                     body=incoming.text,
                     trust=incoming.trust,
                     author_id=incoming.author_id,

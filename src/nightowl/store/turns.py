@@ -65,7 +65,9 @@ def queue_turn(session: Session, conversation_id: str, priority: int) -> tuple[T
 
 
 def claim_batch(session: Session, turn_id: str) -> list[MessageInfo]:
-    """Mark the turn running and give it every user message no turn has taken yet.
+    """Mark the turn running and give it every message no turn has taken yet.
+
+    That is every user message, and every runtime notice (a timer firing) not sent by a turn.
 
     Safe to repeat: a replay returns the same batch (messages already tagged with this turn).
     """
@@ -78,7 +80,7 @@ def claim_batch(session: Session, turn_id: str) -> list[MessageInfo]:
             select(Message)
             .where(
                 Message.conversation_id == turn.conversation_id,
-                Message.role == "user",
+                Message.role.in_(("user", "notice")),
                 or_(Message.turn_id.is_(None), Message.turn_id == turn_id),
             )
             .order_by(Message.seq)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from nightowl.tools.loading import load_tools_tool
 from nightowl.tools.messaging import SEND_TO_USER
 from nightowl.tools.registry import ToolRegistry
+from nightowl.tools.timers import SET_TIMER
 from nightowl.tools.waiting import WAIT
 
 
 def builtin_registry() -> ToolRegistry:
     """Every built-in tool, with load_tools searching over them."""
-    registry = ToolRegistry([SEND_TO_USER, WAIT])
+    registry = ToolRegistry([SEND_TO_USER, SET_TIMER, WAIT])
     registry.add(load_tools_tool(registry))
     return registry

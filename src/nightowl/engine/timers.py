@@ -1,0 +1,37 @@
+"""Durable timers: a delayed workflow that, when due, wakes its conversation with a note."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from dbos import DBOS
+
+from nightowl.router.priority import Priority
+from nightowl.router.router import IncomingMessage, Router
+
+TIMER_QUEUE = "nightowl-timers"
+TimerWorkflow = Callable[[str, str, str], Awaitable[None]]
+
+
+def build_timer_workflow(router: Callable[[], Router]) -> TimerWorkflow:
+    """Register the workflow a timer runs when it is due; `router` is looked up at run time."""
+
+    @DBOS.step(name="nightowl.fire_timer")
+    async def fire(timer_id: str, conversation_id: str, note: str) -> None:
+        incoming = IncomingMessage(
+            source="timer",
+            idempotency_key=timer_id,
+            conversation_id=conversation_id,
+            text=f"Timer due: {note}",
+            trust="agent",
+            priority=Priority.TIMER,
+            role="notice",
+        )
+        await asyncio.to_thread(router().accept, incoming)
+
+    @DBOS.workflow(name="nightowl.timer")
+    async def timer(timer_id: str, conversation_id: str, note: str) -> None:
+        await fire(timer_id, conversation_id, note)
+
+    return timer
