@@ -42,9 +42,9 @@ def build_model(setting: str) -> Model | None:
         return AnthropicModel(
             rest or DEFAULT_ANTHROPIC, base_url=os.environ.get("ANTHROPIC_BASE_URL")
         )
-    if kind == "openai":
-        from nightowl.models.openai_model import OpenAIModel
+    from nightowl.models.openai_model import OpenAIModel
 
+    if kind == "openai":
         return OpenAIModel(rest or DEFAULT_OPENAI, base_url=os.environ.get("OPENAI_BASE_URL"))
     if kind == "openai-compatible":
         base_url, _, model = rest.rpartition("#")

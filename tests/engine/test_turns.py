@@ -1,0 +1,215 @@
+"""Turns end to end through the real server with the scripted model (on SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.store_view import rows
+from tests.fake_providers import FakeProvider, openai_reply
+from tests.server import ServerProcess, wait_for, write_script
+
+pytestmark = pytest.mark.slow
+
+
+def _say(text: str, final: bool = False) -> dict[str, Any]:
+    return {"name": "send_to_user", "arguments": {"text": text, "final": final}}
+
+
+def _run_turn(
+    server: ServerProcess, url: str, text: str = "go"
+) -> tuple[str, list[dict[str, Any]]]:
+    with server.client() as client:
+        conversation = client.post("/v1/conversations", json={}).json()["id"]
+        client.post(
+            f"/v1/conversations/{conversation}/messages", json={"client_id": "m", "text": text}
+        )
+        wait_for(
+            lambda: (
+                rows(url, "SELECT status FROM turns WHERE conversation_id = :c", c=conversation)
+                in ([("done",)], [("failed",)])
+            ),
+            timeout=60,
+        )
+        messages = client.get(f"/v1/conversations/{conversation}/messages").json()["messages"]
+    return conversation, messages
+
+
+def _model_calls(url: str, conversation: str) -> int:
+    return len(rows(url, "SELECT id FROM model_calls WHERE conversation_id = :c", c=conversation))
+
+
+@pytest.fixture
+def scripted(tmp_path: Path, database_url: str) -> Any:
+    servers: list[ServerProcess] = []
+
+    def start(replies: list[dict[str, Any]], **env: str) -> ServerProcess:
+        model = write_script(tmp_path / f"script{len(servers)}.json", replies)
+        server = ServerProcess(tmp_path / f"data{len(servers)}", database_url, model=model, env=env)
+        servers.append(server.start())
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_two_tools_then_send_to_user(scripted: Any, database_url: str) -> None:
+    server = scripted(
+        [
+            {
+                "text": "I need to wait",
+                "tool_calls": [{"name": "load_tools", "arguments": {"query": "wait"}}],
+            },
+            {"tool_calls": [{"name": "wait", "arguments": {"seconds": 0.1}}]},
+            {"text": "private reasoning", "tool_calls": [_say("All **done**")]},
+        ]
+    )
+    conversation, messages = _run_turn(server, database_url)
+    assert [(m["role"], m["body"]) for m in messages] == [("user", "go"), ("agent", "All **done**")]
+    tools = [
+        r[0]
+        for r in rows(
+            database_url, "SELECT tool FROM tool_runs WHERE conversation_id = :c", c=conversation
+        )
+    ]
+    assert sorted(tools) == ["load_tools", "send_to_user", "wait"]
+    # Non-final send: the model is asked once more and ends silently.
+    assert _model_calls(database_url, conversation) == 4
+    # The model's own text is kept privately with the turn, never shown.
+    private = rows(
+        database_url,
+        "SELECT payload FROM transcript_entries WHERE conversation_id = :c",
+        c=conversation,
+    )
+    assert any("private reasoning" in str(p[0]) for p in private)
+    assert all("private reasoning" not in m["body"] for m in messages)
+
+
+def test_a_silent_turn_sends_nothing(scripted: Any, database_url: str) -> None:
+    server = scripted([{"text": "nothing worth saying"}])
+    conversation, messages = _run_turn(server, database_url)
+    assert [m["role"] for m in messages] == ["user"]
+    assert _model_calls(database_url, conversation) == 1
+
+
+def test_final_send_ends_the_turn_without_another_model_call(
+    scripted: Any, database_url: str
+) -> None:
+    server = scripted([{"tool_calls": [_say("here you go", final=True)]}])
+    conversation, messages = _run_turn(server, database_url)
+    assert [m["body"] for m in messages] == ["go", "here you go"]
+    assert _model_calls(database_url, conversation) == 1
+
+
+def test_runaway_guard_stops_a_loop_with_one_message(scripted: Any, database_url: str) -> None:
+    server = scripted([])
+    script = {
+        "replies": [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 0.01}}]}],
+        "then": "repeat_last",
+    }
+    Path(server.env["NIGHTOWL_MODEL"].removeprefix("scripted:")).write_text(
+        __import__("json").dumps(script)
+    )
+    conversation, messages = _run_turn(server, database_url)
+    notices = [m for m in messages if m["role"] != "user"]
+    assert len(notices) == 1
+    assert "same arguments 4 times" in notices[0]["body"]
+    assert (
+        len(
+            rows(
+                database_url, "SELECT id FROM tool_runs WHERE conversation_id = :c", c=conversation
+            )
+        )
+        == 4
+    )
+
+
+def test_invalid_arguments_and_unknown_tools_come_back_as_errors_for_the_agent(
+    scripted: Any, database_url: str
+) -> None:
+    server = scripted(
+        [
+            {"tool_calls": [{"name": "teleport", "arguments": {}}]},
+            {"tool_calls": [{"name": "wait", "arguments": {"seconds": -5}}]},
+            {"tool_calls": [_say("recovered", final=True)]},
+        ]
+    )
+    conversation, messages = _run_turn(server, database_url)
+    results = [
+        r[0]
+        for r in rows(
+            database_url,
+            "SELECT payload FROM transcript_entries WHERE conversation_id = :c ORDER BY id",
+            c=conversation,
+        )
+        if '"tool_result"' in str(r[0]) or "tool_result" in str(r[0])
+    ]
+    texts = " ".join(str(r) for r in results)
+    assert "There is no tool named 'teleport'" in texts and "load_tools" in texts
+    assert "arguments for wait are invalid" in texts and "greater than 0" in texts
+    assert messages[-1]["body"] == "recovered"
+
+
+def test_a_timer_wakes_the_conversation_even_across_a_restart(
+    scripted: Any, database_url: str
+) -> None:
+    server = scripted(
+        [
+            {
+                "tool_calls": [
+                    {"name": "set_timer", "arguments": {"seconds": 4, "note": "check the oven"}},
+                    _say("Timer set", final=True),
+                ]
+            },
+            {"tool_calls": [_say("Reminder: check the oven", final=True)]},
+        ]
+    )
+    conversation, _ = _run_turn(server, database_url)
+    server.kill()
+    server.start()
+
+    def reminded() -> list[str]:
+        with server.client() as client:
+            bodies = [
+                m["body"]
+                for m in client.get(f"/v1/conversations/{conversation}/messages").json()["messages"]
+            ]
+        return bodies if "Reminder: check the oven" in bodies else []
+
+    bodies = wait_for(reminded, timeout=40)
+    assert bodies == ["go", "Timer set", "Timer due: check the oven", "Reminder: check the oven"]
+
+
+def test_a_missing_model_script_tells_the_owner_once(scripted: Any, database_url: str) -> None:
+    server = scripted([])
+    Path(server.env["NIGHTOWL_MODEL"].removeprefix("scripted:")).unlink()
+    conversation, messages = _run_turn(server, database_url)
+    assert len(messages) == 2 and "can't think" in messages[1]["body"]
+    assert rows(
+        database_url, "SELECT status FROM turns WHERE conversation_id = :c", c=conversation
+    ) == [("failed",)]
+
+
+def test_provider_overload_is_retried_with_backoff(tmp_path: Path, database_url: str) -> None:
+    with FakeProvider() as fake:
+        fake.answers.append((429, {"error": {"message": "slow down"}}))
+        fake.answers.append(
+            (200, openai_reply(None, ("send_to_user", '{"text": "made it", "final": true}')))
+        )
+        server = ServerProcess(
+            tmp_path / "data", database_url, model=f"openai-compatible:{fake.url}/v1#fake"
+        ).start()
+        try:
+            conversation, messages = _run_turn(server, database_url)
+        finally:
+            server.stop()
+    assert messages[-1]["body"] == "made it"
+    errors = rows(
+        database_url,
+        "SELECT error FROM model_calls WHERE conversation_id = :c ORDER BY started_at",
+        c=conversation,
+    )
+    assert errors[0][0] is not None and errors[1][0] is None

@@ -1,0 +1,45 @@
+"""Reading the tool calls small local models write, leniently."""
+
+from __future__ import annotations
+
+from nightowl.harness.transcript import Entry
+from nightowl.models.base import ModelRequest, ToolSpec
+from nightowl.models.chatml import read_reply, render
+
+TOOLS = {"send_to_user", "wait"}
+
+
+def test_tagged_calls() -> None:
+    text, calls = read_reply(
+        'Let me.\n<tool_call>\n{"name": "wait", "arguments": {"seconds": 2}}\n</tool_call>', TOOLS
+    )
+    assert text == "Let me."
+    assert [(c.name, c.arguments) for c in calls] == [("wait", {"seconds": 2})]
+
+
+def test_fenced_and_bare_json_and_string_arguments() -> None:
+    _, fenced = read_reply('```json\n{"name": "wait", "arguments": {"seconds": 1}}\n```', TOOLS)
+    assert fenced[0].arguments == {"seconds": 1}
+    text, bare = read_reply(
+        '{"name": "send_to_user", "arguments": "{\\"text\\": \\"hi\\"}"}', TOOLS
+    )
+    assert bare[0].arguments == {"text": "hi"} and text == ""
+
+
+def test_unknown_tools_and_prose_are_not_calls() -> None:
+    text, calls = read_reply('I would use {"name": "rm_rf", "arguments": {}} but no.', TOOLS)
+    assert calls == [] and text.startswith("I would use")
+    assert read_reply("just words {not json}", TOOLS) == ("just words {not json}", [])
+
+
+def test_render_merges_consecutive_user_turns_and_ends_with_the_assistant() -> None:
+    request = ModelRequest(
+        system="sys",
+        tools=(ToolSpec("wait", "pause", {"type": "object"}),),
+        messages=(Entry(kind="user", text="hi"), Entry(kind="notice", text="time: noon")),
+    )
+    prompt = render(request)
+    assert prompt.count("<|im_start|>user") == 1
+    assert "hi\n\n(time: noon)" in prompt
+    assert prompt.endswith("<|im_start|>assistant\n")
+    assert '"name": "wait"' in prompt
