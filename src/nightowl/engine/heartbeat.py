@@ -11,6 +11,7 @@ from nightowl.engine.durable import DurableEngine
 from nightowl.metrics import Metrics
 from nightowl.store.database import Database
 from nightowl.store.tables import utcnow
+from nightowl.store.turns import has_unfinished_turns
 from nightowl.store.workers import beat, claim_dead, stale_workers
 
 log = logging.getLogger(__name__)
@@ -53,12 +54,19 @@ class Heartbeat:
             taken.append(executor_id)
         return taken
 
+    def pace_queue(self) -> None:
+        """Let the engine slow its queue polling when no turn waits or runs anywhere."""
+        with self._database.read() as session:
+            busy = has_unfinished_turns(session)
+        self._engine.relax_when_idle(busy)
+
     async def run(self) -> None:
         """Beat and watch until cancelled."""
         while True:
             try:
                 await asyncio.to_thread(self.beat_once)
                 await asyncio.to_thread(self.take_over_dead)
+                await asyncio.to_thread(self.pace_queue)
             except Exception:
                 self._metrics.errors.labels(where="heartbeat").inc()
                 log.exception("heartbeat failed; retrying")

@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from nightowl.router.priority import Priority
-from nightowl.store.conversations import MessageInfo, append_message, message_info
+from nightowl.store.conversations import MessageInfo, append_message
 from nightowl.store.database import Database
 from nightowl.store.ids import new_id
 from nightowl.store.tables import Message, Trigger, utcnow
@@ -87,7 +87,9 @@ class Router:
                         }
                     ],
                 )
-                turn, created = queue_turn(session, incoming.conversation_id, incoming.priority)
+                turn, created = queue_turn(
+                    session, incoming.conversation_id, incoming.priority, already_locked=True
+                )
         except IntegrityError:
             # A concurrent delivery of the same trigger won the race; answer with its message.
             with self._database.read() as session:
@@ -110,12 +112,12 @@ class Router:
 
     @staticmethod
     def _seen(session: Session, incoming: IncomingMessage) -> MessageInfo | None:
-        row = session.scalar(
-            select(Message)
+        row = session.execute(
+            select(*(getattr(Message, f) for f in MessageInfo.__dataclass_fields__))
             .join(Trigger, Trigger.message_id == Message.id)
             .where(
                 Trigger.source == incoming.source,
                 Trigger.idempotency_key == incoming.idempotency_key,
             )
-        )
-        return None if row is None else message_info(row)
+        ).first()
+        return None if row is None else MessageInfo(**row._asdict())

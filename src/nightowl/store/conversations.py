@@ -51,6 +51,9 @@ class MessageInfo:
     meta: dict[str, Any]
 
 
+_MESSAGE_FIELDS = tuple(MessageInfo.__dataclass_fields__)
+
+
 def conversation_info(row: Conversation) -> ConversationInfo:
     """The client-facing view of a conversation row."""
     return ConversationInfo(
@@ -108,12 +111,25 @@ def create_conversation(
     return conversation_info(row)
 
 
+_COLUMNS = (
+    Conversation.id,
+    Conversation.owner_id,
+    Conversation.kind,
+    Conversation.channel,
+    Conversation.external_key,
+    Conversation.title,
+    Conversation.last_seq,
+    Conversation.created_at,
+    Conversation.updated_at,
+)
+
+
 def get_conversation(session: Session, conversation_id: str, user_id: str) -> ConversationInfo:
     """The conversation, if it exists and belongs to `user_id`; otherwise NotFound."""
-    row = session.get(Conversation, conversation_id)
+    row = session.execute(select(*_COLUMNS).where(Conversation.id == conversation_id)).first()
     if row is None or row.owner_id != user_id:
         raise NotFound(f"no conversation {conversation_id!r}")
-    return conversation_info(row)
+    return ConversationInfo(**row._asdict())
 
 
 def find_conversation(session: Session, conversation_id: str) -> ConversationInfo:
@@ -198,10 +214,10 @@ def messages_after(
     session: Session, conversation_id: str, after: int, limit: int = 500
 ) -> list[MessageInfo]:
     """Messages with `seq > after`, oldest first, at most `limit`."""
-    rows = session.scalars(
-        select(Message)
+    rows = session.execute(
+        select(*(getattr(Message, f) for f in _MESSAGE_FIELDS))
         .where(Message.conversation_id == conversation_id, Message.seq > after)
         .order_by(Message.seq)
         .limit(limit)
     )
-    return [message_info(row) for row in rows]
+    return [MessageInfo(**row._asdict()) for row in rows]

@@ -49,7 +49,7 @@ class Database:
         self.url = url
         self.is_postgres = url.startswith("postgresql")
         if self.is_postgres:
-            self.engine = create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+            self.engine = create_engine(url, pool_size=10, max_overflow=20, pool_recycle=1800)
             self.read_engine = self.engine
         else:
             self.engine = _sqlite_engine(url, immediate=True)

@@ -44,11 +44,26 @@ def _lock_conversation(session: Session, conversation_id: str) -> None:
         )
 
 
-def queue_turn(session: Session, conversation_id: str, priority: int) -> tuple[TurnInfo, bool]:
+def _queued_turn(session: Session, conversation_id: str) -> TurnInfo | None:
+    row = session.execute(
+        select(Turn.id, Turn.priority).where(
+            Turn.conversation_id == conversation_id, Turn.status == "queued"
+        )
+    ).first()
+    return (
+        None
+        if row is None
+        else TurnInfo(row.id, conversation_id, "queued", row.priority, None, None)
+    )
+
+
+def queue_turn(
+    session: Session, conversation_id: str, priority: int, *, already_locked: bool = False
+) -> tuple[TurnInfo, bool]:
     """The conversation's waiting turn, or a new one; True when it was created here.
 
-    Call it in the transaction that stored the new message (which holds the conversation's
-    lock): a waiting turn has not yet taken its batch, so it will take this message too.
+    Call it in the transaction that stored the new message (appending a message locks the
+    conversation row): a waiting turn has not yet taken its batch, so it takes this message too.
     """
     _lock_conversation(session, conversation_id)
     waiting = session.scalar(
@@ -134,3 +149,11 @@ def queue_depth(session: Session) -> dict[int, int]:
         select(Turn.priority, func.count()).where(Turn.status == "queued").group_by(Turn.priority)
     )
     return {priority: count for priority, count in rows}
+
+
+def has_unfinished_turns(session: Session) -> bool:
+    """Whether any turn, of any conversation, is queued or running."""
+    found = session.execute(
+        select(Turn.id).where(Turn.status.in_(("queued", "running"))).limit(1)
+    ).first()
+    return found is not None
