@@ -213,3 +213,35 @@ def test_provider_overload_is_retried_with_backoff(tmp_path: Path, database_url:
         c=conversation,
     )
     assert errors[0][0] is not None and errors[1][0] is None
+
+
+def test_repeated_provider_call_ids_still_deliver_every_message(
+    scripted: Any, database_url: str
+) -> None:
+    # Small local models number every reply's calls from zero: ids repeat across steps.
+    server = scripted(
+        [
+            {"tool_calls": [{"id": "call_0", **_say("first")}]},
+            {"tool_calls": [{"id": "call_0", **_say("second", final=True)}]},
+        ]
+    )
+    _, messages = _run_turn(server, database_url)
+    assert [m["body"] for m in messages] == ["go", "first", "second"]
+
+
+def test_a_model_that_keeps_failing_ends_the_turn_with_one_message(
+    tmp_path: Path, database_url: str
+) -> None:
+    with FakeProvider() as fake:
+        fake.answers.append((400, {"error": {"message": "context too long"}}))
+        server = ServerProcess(
+            tmp_path / "data", database_url, model=f"openai-compatible:{fake.url}/v1#fake"
+        ).start()
+        try:
+            conversation, messages = _run_turn(server, database_url)
+        finally:
+            server.stop()
+    assert len(messages) == 2 and "model kept failing" in messages[1]["body"]
+    assert rows(
+        database_url, "SELECT status FROM turns WHERE conversation_id = :c", c=conversation
+    ) == [("failed",)]

@@ -147,8 +147,10 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
 
     @DBOS.step(name="nightowl.run_tool")
     async def run_tool(
-        turn_id: str, conversation_id: str, owner_id: str, call_data: dict[str, Any]
+        turn_id: str, conversation_id: str, owner_id: str, slot: str, call_data: dict[str, Any]
     ) -> dict[str, Any]:
+        # `slot` ("<step>.<index>") names this call uniquely within the turn; providers' own
+        # call ids may repeat (small local models number every reply's calls from zero).
         call = ToolCall.from_dict(call_data)
         metrics.steps.labels(kind="tool").inc()
         tool = deps.tools.get(call.name)
@@ -170,7 +172,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 conversation_id=conversation_id,
                 owner_id=owner_id,
                 turn_id=turn_id,
-                call_id=call.id,
+                call_id=slot,
             )
             try:
                 result = await tool.run(parsed, context)
@@ -192,7 +194,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     meta=result.meta,
                 )
                 put_entry(
-                    session, conversation_id, turn_id, f"{turn_id}:tool:{call.id}", entry.to_dict()
+                    session, conversation_id, turn_id, f"{turn_id}:tool:{slot}", entry.to_dict()
                 )
                 finish_tool_run(session, run_id, result.is_error)
 
@@ -236,6 +238,16 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             except ModelConfigError as error:
                 await tell_user(turn_id, conversation_id, "model-error", f"I can't think: {error}")
                 return "failed"
+            except Exception as error:  # retries exhausted, or a request the provider rejects
+                log.warning("model call failed for good", extra={"error": repr(error)[:300]})
+                await tell_user(
+                    turn_id,
+                    conversation_id,
+                    "model-error",
+                    "I stopped because the model kept failing "
+                    f"({_short(error)}). Send a message to try again.",
+                )
+                return "failed"
             if "stop" in outcome:
                 await tell_user(turn_id, conversation_id, "guard", outcome["stop"])
                 return "stopped"
@@ -243,9 +255,10 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             if not reply.tool_calls:
                 return "done"
             ends = False
-            for call in reply.tool_calls:
+            for index, call in enumerate(reply.tool_calls):
                 calls.append(call.to_dict())
-                result = await run_tool(turn_id, conversation_id, owner_id, call.to_dict())
+                slot = f"{step}.{index}"
+                result = await run_tool(turn_id, conversation_id, owner_id, slot, call.to_dict())
                 ends = ends or bool(result["ends_turn"])
                 if result.get("timer"):
                     timer = result["timer"]
@@ -278,6 +291,11 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             return outcome
 
     return turn
+
+
+def _short(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _finish_call(database: Database, record: str, usage: dict[str, int], error: str) -> None:
