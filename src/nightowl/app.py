@@ -49,7 +49,7 @@ def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         database=database,
         metrics=metrics,
         model=build_model(settings.model),
-        tools=builtin_registry(),
+        tools=builtin_registry(settings.web_fetch_private),
         limits=GuardLimits(
             max_steps=settings.max_steps_per_turn,
             max_identical_calls=settings.max_identical_tool_calls,

@@ -52,6 +52,10 @@ class Settings(BaseSettings):
     max_identical_tool_calls: int = Field(default=4, ge=2)
     daily_token_budget: int = Field(default=2_000_000, ge=1)
 
+    web_fetch_private: bool = Field(
+        default=False, description="Let web_fetch reach private and loopback addresses."
+    )
+
     max_message_chars: int = Field(default=32_000, ge=1)
     log_level: str = "INFO"
 

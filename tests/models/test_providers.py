@@ -98,7 +98,9 @@ def test_openai_compatible_reads_tool_calls_written_as_text() -> None:
             (
                 200,
                 openai_reply(
-                    'Sure.\n<tool_call>\n{"name": "send_to_user", "arguments": {"text": "t"}}\n</tool_call>'
+                    "Sure.\n<tool_call>\n"
+                    '{"name": "send_to_user", "arguments": {"text": "t"}}'
+                    "\n</tool_call>"
                 ),
             )
         )

@@ -20,11 +20,13 @@ from dbos import DBOS
 
 from nightowl.engine.durable import TurnWorkflow
 from nightowl.harness.guard import GuardLimits, check_guard
+from nightowl.harness.outputs import is_large, preview
 from nightowl.harness.prompt import assemble
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.logs import log_context
 from nightowl.metrics import Metrics
 from nightowl.models.base import Model, ModelConfigError, ModelReply, TransientModelError
+from nightowl.store.blobs import put_text
 from nightowl.store.conversations import find_conversation
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
@@ -183,11 +185,17 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     is_error=True,
                 )
 
+        content = result.content
+        if is_large(content):
+            reference = await asyncio.to_thread(put_text, deps.blob_dir, content)
+            content = preview(content, reference)
+
         def save() -> None:
             with database.write() as session:
                 entry = Entry(
                     kind="tool_result",
-                    text=result.content,
+                    text=content,
+                    trust="untrusted" if result.meta.get("untrusted") else "agent",
                     call_id=call.id,
                     tool_name=call.name,
                     is_error=result.is_error,

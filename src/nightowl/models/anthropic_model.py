@@ -11,7 +11,7 @@ from typing import Any
 
 import anthropic
 
-from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.harness.transcript import Entry, ToolCall, as_data
 from nightowl.models.base import ModelReply, ModelRequest, Usage
 from nightowl.models.provider_errors import classify
 
@@ -31,15 +31,11 @@ def _content(entry: Entry) -> tuple[str, list[dict[str, Any]]]:
             {
                 "type": "tool_result",
                 "tool_use_id": entry.call_id,
-                "content": entry.text,
+                "content": as_data(entry),
                 "is_error": entry.is_error,
             }
         ]
-    text = entry.text
-    if entry.kind == "user" and entry.trust == "untrusted":
-        text = f"<untrusted>\n{text}\n</untrusted>"
-    elif entry.kind == "notice":
-        text = f"({text})"
+    text = f"({entry.text})" if entry.kind == "notice" else as_data(entry)
     return "user", [{"type": "text", "text": text}]
 
 

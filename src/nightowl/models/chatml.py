@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.harness.transcript import Entry, ToolCall, as_data
 from nightowl.models.base import ModelRequest
 
 _TOOLS_PREAMBLE = """
@@ -38,9 +38,7 @@ def _block(role: str, text: str) -> str:
 
 def _entry_text(entry: Entry) -> tuple[str, str]:
     if entry.kind == "user":
-        if entry.trust == "untrusted":
-            return "user", f"<untrusted>\n{entry.text}\n</untrusted>"
-        return "user", entry.text
+        return "user", as_data(entry)
     if entry.kind == "assistant":
         calls = "".join(
             "<tool_call>\n"
@@ -50,7 +48,7 @@ def _entry_text(entry: Entry) -> tuple[str, str]:
         )
         return "assistant", (entry.text + ("\n" if entry.text and calls else "") + calls)
     if entry.kind == "tool_result":
-        return "user", f"<tool_response>\n{entry.text}\n</tool_response>"
+        return "user", f"<tool_response>\n{as_data(entry)}\n</tool_response>"
     return "user", f"({entry.text})"
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import openai
 
-from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.harness.transcript import Entry, ToolCall, as_data
 from nightowl.models.base import ModelReply, ModelRequest, Usage
 from nightowl.models.chatml import read_reply
 from nightowl.models.provider_errors import classify
@@ -34,13 +34,13 @@ def to_messages(system: str, entries: tuple[Entry, ...]) -> list[dict[str, Any]]
                 ]
             messages.append(message)
         elif entry.kind == "tool_result":
-            messages.append({"role": "tool", "tool_call_id": entry.call_id, "content": entry.text})
+            messages.append(
+                {"role": "tool", "tool_call_id": entry.call_id, "content": as_data(entry)}
+            )
         elif entry.kind == "notice":
             messages.append({"role": "user", "content": f"({entry.text})"})
-        elif entry.trust == "untrusted":
-            messages.append({"role": "user", "content": f"<untrusted>\n{entry.text}\n</untrusted>"})
         else:
-            messages.append({"role": "user", "content": entry.text})
+            messages.append({"role": "user", "content": as_data(entry)})
     return messages
 
 
