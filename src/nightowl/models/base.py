@@ -25,6 +25,7 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...]
     messages: tuple[Entry, ...]
     max_output_tokens: int = 2048
+    tool_names: tuple[str, ...] = ()  # every tool the prompt names, loaded or not
 
 
 @dataclass(frozen=True)

@@ -110,13 +110,15 @@ def _objects(text: str) -> list[str]:
     return spans
 
 
-def _as_call(raw: str, n: int) -> ToolCall | None:
+def _as_call(raw: str, n: int, tagged: bool) -> ToolCall | None:
     try:
         data: Any = json.loads(raw)
     except ValueError:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         return None
+    if not tagged and "arguments" not in data and "parameters" not in data:
+        return None  # prose that merely mentions a name is not a call
     arguments = data.get("arguments", data.get("parameters", {}))
     if isinstance(arguments, str):
         try:
@@ -129,15 +131,20 @@ def _as_call(raw: str, n: int) -> ToolCall | None:
 
 
 def read_reply(text: str, known_tools: set[str]) -> tuple[str, list[ToolCall]]:
-    """Split a completion into private text and the tool calls it contains."""
+    """Split a completion into private text and the tool calls it contains.
+
+    `known_tools` are every tool the model may name (loaded or not): a call to a tool it has
+    not loaded yet is still a call, and the registry answers it with what to do.
+    """
     candidates = [m.group(1) for m in _TAGGED.finditer(text)]
+    tagged = bool(candidates)
     if not candidates:
         candidates = [m.group(1) for m in _FENCED.finditer(text)] or _objects(text)
     calls: list[ToolCall] = []
     private = _TAGGED.sub("", _FENCED.sub("", text))
     for raw in candidates:
         for span in _objects(raw) or [raw]:
-            call = _as_call(span, len(calls))
+            call = _as_call(span, len(calls), tagged)
             if call is not None and call.name in known_tools:
                 calls.append(call)
                 private = private.replace(span, "")

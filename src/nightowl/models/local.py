@@ -17,6 +17,7 @@ from nightowl.models.chatml import read_reply, render
 from nightowl.models.weights import weights_path
 
 CONTEXT_TOKENS = 8192
+FORCED_CALL = '<tool_call>\n{"name": "'
 
 
 class LocalModel:
@@ -53,7 +54,10 @@ class LocalModel:
     def _complete(self, request: ModelRequest) -> ModelReply:
         with self._lock:
             llm = self._load()
-            prompt = render(request)
+            # A forced tool choice: small models call tools reliably when the reply is primed
+            # with the call tag, and write valid JSON arguments. To end, they call
+            # send_to_user with final=true (the system prompt says so).
+            prompt = render(request) + FORCED_CALL
             tokens = llm.tokenize(prompt.encode(), add_bos=False, special=True)
             budget = CONTEXT_TOKENS - len(tokens)
             if budget < 64:
@@ -70,11 +74,14 @@ class LocalModel:
                 tokens,
                 max_tokens=min(request.max_output_tokens, budget),
                 temperature=0.0,
-                stop=["<|im_end|>", "<|endoftext|>"],
+                stop=["<|im_end|>", "<|endoftext|>", "</tool_call>"],
             )
-            text = result["choices"][0]["text"]
-            self._previous = tokens + llm.tokenize(text.encode(), add_bos=False, special=True)
-            private, calls = read_reply(text, {tool.name for tool in request.tools})
+            text = FORCED_CALL + result["choices"][0]["text"]
+            generated = result["choices"][0]["text"]
+            self._previous = tokens + llm.tokenize(generated.encode(), add_bos=False, special=True)
+            private, calls = read_reply(
+                text, {*request.tool_names, *(tool.name for tool in request.tools)}
+            )
             usage = result.get("usage", {})
             return ModelReply(
                 text=private,

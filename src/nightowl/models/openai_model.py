@@ -96,7 +96,7 @@ class OpenAIModel:
         ]
         if not calls and text:
             # Some compatible servers return calls as <tool_call> text; read them leniently.
-            text, calls = read_reply(text, {t.name for t in request.tools})
+            text, calls = read_reply(text, {*request.tool_names, *(t.name for t in request.tools)})
         usage = response.usage
         details = getattr(usage, "prompt_tokens_details", None) if usage else None
         cached = int(getattr(details, "cached_tokens", 0) or 0)
