@@ -1,10 +1,7 @@
 """POST a message → its change notification arrives over SSE: p50/p95 per database.
 
 Beside it, a bare INSERT + COMMIT on the same database measured in the same run; the ratio
-is the figure that survives a noisy machine. Messages are sent one at a time with a short pause
-after each, as a person (or a phone) sends them, so each latency is that of a message arriving
-at a warm server rather than of a queue of them (bench/router.py measures throughput). Prints
-one JSON object.
+is the figure that survives a noisy machine. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -25,7 +22,6 @@ from common import (
 )
 
 ROUNDS = 200
-PAUSE_S = 0.1  # between messages: the previous message's turn finishes meanwhile
 
 
 def measure(backend: str, folder: Path) -> dict[str, float]:
@@ -64,7 +60,6 @@ def measure(backend: str, folder: Path) -> dict[str, float]:
                     response.raise_for_status()
                     sent[response.json()["seq"]] = started
                     wait_for(lambda n=n: n in arrived, timeout=10, interval=0.0005)
-                    time.sleep(PAUSE_S)
             latencies = [(arrived[seq] - sent[seq]) * 1000 for seq in sent]
             bare = bare_commit_ms(url)
         finally:
