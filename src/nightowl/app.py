@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nightowl import __version__
-from nightowl.api import conversations, events, operations
+from nightowl.api import conversations, events, hooks, operations
 from nightowl.api.errors import install_error_handlers
 from nightowl.config import Settings
 from nightowl.engine.durable import DurableEngine
@@ -65,7 +65,7 @@ def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     app.state.metrics = metrics
     app.state.changes = changes
     app.state.engine = engine
-    app.state.router = Router(database, engine)
+    app.state.router = Router(database, engine, batch_window_s=settings.batch_window_s)
     # A turn whose enqueue was cut short by a crash is still marked queued: enqueue it again
     # (idempotent, by workflow id).
     with database.read() as session:
@@ -138,6 +138,7 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(operations.routes)
     app.include_router(conversations.routes)
     app.include_router(events.routes)
+    app.include_router(hooks.routes)
 
     app.add_middleware(RequestMetrics)
     return app

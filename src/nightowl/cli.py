@@ -172,6 +172,41 @@ def _models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hooks(args: argparse.Namespace) -> int:
+    from nightowl.store.database import Database
+    from nightowl.store.migrate import upgrade
+    from nightowl.store.users import ensure_owner
+    from nightowl.store.webhooks import create_hook, delete_hook, list_hooks
+
+    settings = _settings()
+    database = Database(settings.store_url)
+    upgrade(database)
+    try:
+        with database.write() as session:
+            owner = ensure_owner(session)
+            if args.hooks_command == "create":
+                info, secret = create_hook(session, owner.id, args.name)
+                print(f"created webhook {info.id} ({info.name})")
+                print(f"  POST http://{settings.host}:{settings.port}/v1/hooks/{info.id}")
+                print(f"  secret (shown once): {secret}")
+                print("  sign '<timestamp>.<body>' with HMAC-SHA256; see docs/webhooks.md")
+            elif args.hooks_command == "list":
+                hooks = list_hooks(session, owner.id)
+                for hook in hooks:
+                    print(f"{hook.id}  {hook.name:<24} conversation {hook.conversation_id}")
+                if not hooks:
+                    print("no webhooks; `nightowl hooks create NAME` makes one")
+            else:
+                delete_hook(session, owner.id, args.id)
+                print(f"deleted {args.id}")
+    except StoreError as error:
+        print(f"nightowl hooks: {error}", file=sys.stderr)
+        return 2
+    finally:
+        database.dispose()
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line."""
     root = argparse.ArgumentParser(prog="nightowl", description="An always-on agent server.")
@@ -196,6 +231,15 @@ def parser() -> argparse.ArgumentParser:
     token.set_defaults(run=_token)
 
     commands.add_parser("doctor", help="check the set-up").set_defaults(run=_doctor)
+
+    hooks = commands.add_parser("hooks", help="create, list or delete inbound webhooks")
+    hooks_commands = hooks.add_subparsers(dest="hooks_command", required=True)
+    hooks_create = hooks_commands.add_parser("create", help="a new webhook (secret shown once)")
+    hooks_create.add_argument("name")
+    hooks_commands.add_parser("list", help="the owner's webhooks")
+    hooks_delete = hooks_commands.add_parser("delete", help="delete a webhook by id")
+    hooks_delete.add_argument("id")
+    hooks.set_defaults(run=_hooks)
 
     models = commands.add_parser("models", help="install or inspect the local model")
     models_commands = models.add_subparsers(dest="models_command", required=True)

@@ -48,6 +48,11 @@ class Settings(BaseSettings):
     retention_days: float = Field(default=7.0, gt=0)
     retention_sweep_interval_s: float = Field(default=3600.0, gt=0)
 
+    batch_window_s: float = Field(
+        default=1.5,
+        ge=0,
+        description="How long a turn woken by a group message or a webhook waits for more.",
+    )
     max_steps_per_turn: int = Field(default=40, ge=1)
     max_identical_tool_calls: int = Field(default=4, ge=2)
     daily_token_budget: int = Field(default=2_000_000, ge=1)

@@ -25,7 +25,7 @@ class RecordingQueue:
         self.woken: list[TurnInfo] = []
         self._lock = threading.Lock()
 
-    def wake(self, turn: TurnInfo) -> None:
+    def wake(self, turn: TurnInfo, delay_s: float = 0.0) -> None:
         with self._lock:
             self.woken.append(turn)
 

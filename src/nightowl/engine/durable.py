@@ -97,15 +97,15 @@ class DurableEngine:
         self._last_activity = time.monotonic()
         self._timer_queue = DBOS.register_queue(TIMER_QUEUE, polling_interval_sec=1.0)
 
-    def wake(self, turn: TurnInfo) -> None:
+    def wake(self, turn: TurnInfo, delay_s: float = 0.0) -> None:
         """Enqueue the turn's workflow soon, off the caller's path.
 
         Losing this (a crash right now) loses nothing: the turn stays `queued` in the app
         store and start-up enqueues every queued turn again.
         """
-        self._waker.submit(self.enqueue, turn)
+        self._waker.submit(self.enqueue, turn, delay_s)
 
-    def enqueue(self, turn: TurnInfo) -> None:
+    def enqueue(self, turn: TurnInfo, delay_s: float = 0.0) -> None:
         """Enqueue the turn's workflow now; enqueuing an id that exists already is a no-op."""
         if self._turn is None or self._queue is None:
             raise RuntimeError("the engine is not launched")
@@ -114,7 +114,11 @@ class DurableEngine:
             self._set_pace(fast=True)
         with (
             SetWorkflowID(turn.id),
-            SetEnqueueOptions(priority=turn.priority, queue_partition_key=turn.conversation_id),
+            SetEnqueueOptions(
+                priority=turn.priority,
+                queue_partition_key=turn.conversation_id,
+                delay_seconds=delay_s or None,
+            ),
         ):
             self._queue.enqueue(self._turn, turn.id)
 

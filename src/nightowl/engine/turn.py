@@ -288,11 +288,24 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         conversation_id = batch["conversation_id"]
         with log_context(conversation_id=conversation_id, turn_id=turn_id):
             log.info("turn took its batch", extra={"batch_seqs": batch["seqs"]})
-            outcome = "done"
+            outcome, error = "done", None
             if deps.model is not None:
-                outcome = await agent_loop(turn_id, conversation_id, batch["owner_id"])
+                try:
+                    outcome = await agent_loop(turn_id, conversation_id, batch["owner_id"])
+                except Exception as failure:
+                    # Not a crash (those resume): a bug or a store failure inside a step.
+                    log.exception("turn failed")
+                    metrics.errors.labels(where="turn").inc()
+                    outcome, error = "failed", _short(failure)
+                    await tell_user(
+                        turn_id,
+                        conversation_id,
+                        "turn-error",
+                        f"Something went wrong and I stopped ({error}). "
+                        "Send a message to try again.",
+                    )
             status = "failed" if outcome == "failed" else "done"
-            await record_finish(turn_id, status, None if status == "done" else outcome)
+            await record_finish(turn_id, status, error or (None if status == "done" else outcome))
             metrics.turns_finished.labels(outcome=outcome).inc()
             metrics.turn_seconds.observe(time.perf_counter() - started)
             log.info("turn finished", extra={"outcome": outcome})

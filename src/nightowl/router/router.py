@@ -46,16 +46,19 @@ class Accepted:
 class ConversationQueue(Protocol):
     """Runs a conversation's turns one at a time (the engine implements it)."""
 
-    def wake(self, turn: TurnInfo) -> None:
-        """Make sure this queued turn will run."""
+    def wake(self, turn: TurnInfo, delay_s: float = 0.0) -> None:
+        """Make sure this queued turn will run, not before `delay_s` seconds from now."""
 
 
 class Router:
     """Turns triggers into stored messages and queued turns, each exactly once."""
 
-    def __init__(self, database: Database, queue: ConversationQueue) -> None:
+    def __init__(
+        self, database: Database, queue: ConversationQueue, batch_window_s: float = 0.0
+    ) -> None:
         self._database = database
         self._queue = queue
+        self._batch_window_s = batch_window_s
 
     def accept(self, incoming: IncomingMessage) -> Accepted:
         """Store the message once (a repeated key returns the original) and wake the queue."""
@@ -107,7 +110,10 @@ class Router:
             },
         )
         if created:
-            self._queue.wake(turn)
+            # The owner's direct message starts at once; anything else waits a moment so that
+            # a burst (a group thread, a webhook storm) is answered by one turn.
+            urgent = incoming.priority == Priority.OWNER_DIRECT
+            self._queue.wake(turn, 0.0 if urgent else self._batch_window_s)
         return Accepted(message, duplicate=False)
 
     @staticmethod

@@ -211,3 +211,16 @@ class ToolRun(Base):
     is_error: Mapped[bool] = mapped_column(default=False)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Webhook(Base):
+    """An inbound webhook: deliveries signed with its secret enter its conversation."""
+
+    __tablename__ = "webhooks"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    # Kept as is: verifying an HMAC needs the secret itself (it is shown to the owner once).
+    secret: Mapped[str] = mapped_column(String(200))
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,74 @@
+"""Inbound webhooks: each has a secret and feeds one conversation of its owner."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from nightowl.store.conversations import create_conversation
+from nightowl.store.errors import Invalid, NotFound
+from nightowl.store.ids import new_id
+from nightowl.store.tables import Webhook
+
+
+@dataclass(frozen=True)
+class WebhookInfo:
+    """A webhook without its secret."""
+
+    id: str
+    owner_id: str
+    name: str
+    conversation_id: str
+    created_at: datetime
+
+
+def _info(row: Webhook) -> WebhookInfo:
+    return WebhookInfo(row.id, row.owner_id, row.name, row.conversation_id, row.created_at)
+
+
+def create_hook(session: Session, owner_id: str, name: str) -> tuple[WebhookInfo, str]:
+    """A new webhook and its own conversation; the secret is returned (show it once)."""
+    name = name.strip()
+    if not name or len(name) > 200:
+        raise Invalid("a webhook needs a name of 1 to 200 characters")
+    conversation = create_conversation(
+        session, owner_id, kind="direct", channel="webhook", title=f"Webhook: {name}"
+    )
+    secret = "whsec_" + secrets.token_urlsafe(32)
+    row = Webhook(
+        id=new_id("hook"),
+        owner_id=owner_id,
+        name=name,
+        secret=secret,
+        conversation_id=conversation.id,
+    )
+    session.add(row)
+    session.flush()
+    return _info(row), secret
+
+
+def list_hooks(session: Session, owner_id: str) -> list[WebhookInfo]:
+    """The owner's webhooks, oldest first."""
+    rows = session.scalars(
+        select(Webhook).where(Webhook.owner_id == owner_id).order_by(Webhook.created_at)
+    )
+    return [_info(row) for row in rows]
+
+
+def delete_hook(session: Session, owner_id: str, hook_id: str) -> None:
+    """Delete a webhook (its conversation stays); later deliveries are refused."""
+    done = session.execute(
+        delete(Webhook).where(Webhook.id == hook_id, Webhook.owner_id == owner_id)
+    )
+    if not getattr(done, "rowcount", 0):
+        raise NotFound(f"no webhook {hook_id!r}")
+
+
+def hook_secret(session: Session, hook_id: str) -> tuple[WebhookInfo, str] | None:
+    """A webhook and its secret, for verifying a delivery."""
+    row = session.get(Webhook, hook_id)
+    return None if row is None else (_info(row), row.secret)
