@@ -57,6 +57,7 @@ def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         ),
         blob_dir=settings.blob_dir,
         schedule_timer=engine.schedule_timer,
+        running=engine.running,
     )
     engine.register_turn(build_turn_workflow(deps))
     engine.launch()

@@ -13,6 +13,7 @@ from dbos import DBOS, DBOSConfig, SetEnqueueOptions, SetWorkflowID
 from sqlalchemy import Engine, create_engine, event
 
 from nightowl.config import Settings
+from nightowl.engine.preemption import RunningTurns
 from nightowl.engine.timers import TIMER_QUEUE, TimerWorkflow
 from nightowl.store.turns import TurnInfo
 
@@ -65,6 +66,7 @@ class DurableEngine:
         self._timer: TimerWorkflow | None = None
         self._timer_queue: Any = None
         self._waker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wake")
+        self.running = RunningTurns()
         DBOS.destroy(destroy_registry=True)  # a clean registry for this process's workflows
         DBOS(config=dbos_config(settings))
 
@@ -104,6 +106,13 @@ class DurableEngine:
         store and start-up enqueues every queued turn again.
         """
         self._waker.submit(self.enqueue, turn, delay_s)
+
+    def preempt(self, turn_ids: list[str]) -> None:
+        """Cancel running turns: first durably through DBOS (so no restart resumes them, and
+        their queue slot frees), then at once if they run in this process."""
+        for turn_id in turn_ids:
+            DBOS.cancel_workflow(turn_id)
+            self.running.cancel(turn_id)
 
     def enqueue(self, turn: TurnInfo, delay_s: float = 0.0) -> None:
         """Enqueue the turn's workflow now; enqueuing an id that exists already is a no-op."""

@@ -19,7 +19,9 @@ from typing import Any
 from dbos import DBOS
 
 from nightowl.engine.durable import TurnWorkflow
+from nightowl.engine.preemption import RunningTurns
 from nightowl.harness.guard import GuardLimits, check_guard
+from nightowl.harness.interruption import interruption_record
 from nightowl.harness.outputs import is_large, preview
 from nightowl.harness.prompt import assemble
 from nightowl.harness.transcript import Entry, ToolCall
@@ -35,12 +37,21 @@ from nightowl.store.transcript import (
     finish_model_call,
     finish_tool_run,
     load_transcript,
+    load_turn_entries,
     put_entry,
     start_model_call,
     start_tool_run,
     tokens_used_since,
 )
-from nightowl.store.turns import claim_batch, finish_turn, get_turn
+from nightowl.store.turns import (
+    claim_batch,
+    cut_off_turns,
+    finish_turn,
+    get_turn,
+    mark_interrupted,
+    mark_preempted,
+    running_turn_ids,
+)
 from nightowl.tools.registry import ToolContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -57,6 +68,7 @@ class TurnDeps:
     limits: GuardLimits
     blob_dir: Any
     schedule_timer: Callable[[str, str, float, str], Awaitable[None]]
+    running: RunningTurns
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -65,15 +77,43 @@ def _is_transient(error: BaseException) -> bool:
 
 def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
     """Register the turn workflow and its steps with DBOS and return the workflow."""
-    database, metrics = deps.database, deps.metrics
+    database, metrics, running = deps.database, deps.metrics, deps.running
     specs = {name: deps.tools.get(name).spec() for name in deps.tools.names()}  # type: ignore[union-attr]
 
     @DBOS.step(name="nightowl.take_batch")
     async def take_batch(turn_id: str) -> dict[str, Any]:
+        def still_stopping() -> bool:
+            with database.read() as session:
+                turn = get_turn(session, turn_id)
+                running = running_turn_ids(session, turn.conversation_id)
+            return any(other != turn_id for other in running)
+
+        # A preempted turn's task marks itself stopped within milliseconds; wait for that so
+        # two turns of a conversation never overlap (a turn of a dead worker: give up waiting).
+        for _ in range(100):
+            if not await asyncio.to_thread(still_stopping):
+                break
+            await asyncio.sleep(0.02)
+
         def claim() -> dict[str, Any]:
             with database.write() as session:
                 turn = get_turn(session, turn_id)
                 conversation = find_conversation(session, turn.conversation_id)
+                for earlier in cut_off_turns(session, conversation.id, turn_id):
+                    entries = [Entry.from_dict(p) for p in load_turn_entries(session, earlier)]
+                    results, note = interruption_record(entries)
+                    for result in results:
+                        key = f"{earlier}:cut:{result.call_id}"
+                        put_entry(session, conversation.id, earlier, key, result.to_dict())
+                    notice = Entry(kind="notice", text=note, trust="agent")
+                    put_entry(
+                        session,
+                        conversation.id,
+                        turn_id,
+                        f"{turn_id}:after:{earlier}",
+                        notice.to_dict(),
+                    )
+                    mark_interrupted(session, earlier)
                 batch = claim_batch(session, turn_id)
                 for message in batch:
                     entry = Entry(
@@ -282,6 +322,18 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
 
     @DBOS.workflow(name="nightowl.turn")
     async def turn(turn_id: str) -> str:
+        running.enter(turn_id)
+        try:
+            return await run_turn(turn_id)
+        except asyncio.CancelledError:
+            # The owner cut in: say so at once (the next turn records what was cut off).
+            await asyncio.to_thread(_mark_preempted, database, turn_id)
+            metrics.turns_finished.labels(outcome="preempted").inc()
+            raise
+        finally:
+            running.leave(turn_id)
+
+    async def run_turn(turn_id: str) -> str:
         started = time.perf_counter()
         metrics.turns_started.inc()
         batch = await take_batch(turn_id)
@@ -312,6 +364,11 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             return outcome
 
     return turn
+
+
+def _mark_preempted(database: Database, turn_id: str) -> None:
+    with database.write() as session:
+        mark_preempted(session, turn_id)
 
 
 def _short(error: BaseException) -> str:

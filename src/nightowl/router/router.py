@@ -15,7 +15,7 @@ from nightowl.store.conversations import MessageInfo, append_message
 from nightowl.store.database import Database
 from nightowl.store.ids import new_id
 from nightowl.store.tables import Message, Trigger, utcnow
-from nightowl.store.turns import TurnInfo, queue_turn
+from nightowl.store.turns import TurnInfo, queue_turn, running_turn_ids
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,9 @@ class ConversationQueue(Protocol):
 
     def wake(self, turn: TurnInfo, delay_s: float = 0.0) -> None:
         """Make sure this queued turn will run, not before `delay_s` seconds from now."""
+
+    def preempt(self, turn_ids: list[str]) -> None:
+        """Stop these running turns at once (the owner cut in)."""
 
 
 class Router:
@@ -93,6 +96,8 @@ class Router:
                 turn, created = queue_turn(
                     session, incoming.conversation_id, incoming.priority, already_locked=True
                 )
+                urgent = incoming.priority == Priority.OWNER_DIRECT
+                cut = running_turn_ids(session, incoming.conversation_id) if urgent else []
         except IntegrityError:
             # A concurrent delivery of the same trigger won the race; answer with its message.
             with self._database.read() as session:
@@ -109,10 +114,13 @@ class Router:
                 "seq": message.seq,
             },
         )
+        if cut:
+            # The owner's direct message is a correction: the running turn stops now and the
+            # next one starts with the message and a record of what was cut off.
+            self._queue.preempt(cut)
         if created:
             # The owner's direct message starts at once; anything else waits a moment so that
             # a burst (a group thread, a webhook storm) is answered by one turn.
-            urgent = incoming.priority == Priority.OWNER_DIRECT
             self._queue.wake(turn, 0.0 if urgent else self._batch_window_s)
         return Accepted(message, duplicate=False)
 

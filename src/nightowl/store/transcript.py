@@ -42,6 +42,17 @@ def load_transcript(session: Session, conversation_id: str) -> list[dict[str, An
     )
 
 
+def load_turn_entries(session: Session, turn_id: str) -> list[dict[str, Any]]:
+    """The entries one turn wrote, in order."""
+    return list(
+        session.scalars(
+            select(TranscriptEntry.payload)
+            .where(TranscriptEntry.turn_id == turn_id)
+            .order_by(TranscriptEntry.id)
+        )
+    )
+
+
 def start_model_call(
     session: Session, conversation_id: str, turn_id: str, step: int, model: str
 ) -> str:

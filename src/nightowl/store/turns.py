@@ -157,3 +157,45 @@ def has_unfinished_turns(session: Session) -> bool:
         select(Turn.id).where(Turn.status.in_(("queued", "running"))).limit(1)
     ).first()
     return found is not None
+
+
+def running_turn_ids(session: Session, conversation_id: str) -> list[str]:
+    """Turns of the conversation marked running (the one a correction must cut off)."""
+    return list(
+        session.scalars(
+            select(Turn.id).where(Turn.conversation_id == conversation_id, Turn.status == "running")
+        )
+    )
+
+
+def cut_off_turns(session: Session, conversation_id: str, except_turn: str) -> list[str]:
+    """Earlier turns left running or preempted: interrupted, with no record written yet."""
+    return list(
+        session.scalars(
+            select(Turn.id)
+            .where(
+                Turn.conversation_id == conversation_id,
+                Turn.status.in_(("running", "preempted")),
+                Turn.id != except_turn,
+            )
+            .order_by(Turn.created_at)
+        )
+    )
+
+
+def mark_preempted(session: Session, turn_id: str) -> None:
+    """The turn's task stopped because the owner cut in (only if it is still marked running)."""
+    session.execute(
+        update(Turn)
+        .where(Turn.id == turn_id, Turn.status == "running")
+        .values(status="preempted", finished_at=utcnow(), activity="")
+    )
+
+
+def mark_interrupted(session: Session, turn_id: str) -> None:
+    """The next turn has recorded what this one finished and what was cut off."""
+    session.execute(
+        update(Turn)
+        .where(Turn.id == turn_id, Turn.status.in_(("running", "preempted")))
+        .values(status="interrupted", finished_at=func.coalesce(Turn.finished_at, utcnow()))
+    )
