@@ -12,12 +12,13 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nightowl import __version__
-from nightowl.api import conversations, events, hooks, operations
+from nightowl.api import conversations, events, hooks, operations, routines
 from nightowl.api.errors import install_error_handlers
 from nightowl.config import Settings
 from nightowl.engine.durable import DurableEngine
 from nightowl.engine.heartbeat import Heartbeat
 from nightowl.engine.retention import RetentionSweep
+from nightowl.engine.routines import RoutineSchedules
 from nightowl.engine.timers import build_timer_workflow
 from nightowl.engine.turn import TurnDeps, build_turn_workflow
 from nightowl.harness.guard import GuardLimits
@@ -45,6 +46,7 @@ def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     changes.start()
     engine = DurableEngine(settings)
     engine.register_timer(build_timer_workflow(lambda: app.state.router))
+    schedules = RoutineSchedules(database, lambda: app.state.router)
     deps = TurnDeps(
         database=database,
         metrics=metrics,
@@ -67,6 +69,8 @@ def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     app.state.changes = changes
     app.state.engine = engine
     app.state.router = Router(database, engine, batch_window_s=settings.batch_window_s)
+    app.state.routines = schedules
+    schedules.reconcile()
     # A turn whose enqueue was cut short by a crash is still marked queued: enqueue it again
     # (idempotent, by workflow id).
     with database.read() as session:
@@ -140,6 +144,7 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(conversations.routes)
     app.include_router(events.routes)
     app.include_router(hooks.routes)
+    app.include_router(routines.routes)
 
     app.add_middleware(RequestMetrics)
     return app

@@ -50,6 +50,8 @@ def dbos_config(settings: Settings) -> DBOSConfig:
         "executor_id": settings.worker_id,
         "notification_listener_polling_interval_sec": settings.notification_polling_interval_s,
         "log_level": "WARNING",
+        # New or changed routine schedules are picked up within a second.
+        "scheduler_polling_interval_sec": 1.0,
     }
     if not settings.uses_postgres:
         config["system_database_engine"] = _sqlite_history_engine(settings.system_database_url)

@@ -224,3 +224,20 @@ class Webhook(Base):
     secret: Mapped[str] = mapped_column(String(200))
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Routine(Base):
+    """A scheduled prompt ("every weekday at 8:00, summarise …") that wakes its conversation."""
+
+    __tablename__ = "routines"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    prompt: Mapped[str] = mapped_column(Text)
+    cron: Mapped[str] = mapped_column(String(100))
+    timezone: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(20))  # pending_approval | active | paused
+    created_by: Mapped[str] = mapped_column(String(16))  # owner | agent
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_fired_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -6,6 +6,7 @@ from nightowl.tools.loading import load_tools_tool
 from nightowl.tools.messaging import SEND_TO_USER
 from nightowl.tools.outputs import READ_OUTPUT
 from nightowl.tools.registry import ToolRegistry
+from nightowl.tools.routines import CREATE_ROUTINE
 from nightowl.tools.timers import SET_TIMER
 from nightowl.tools.waiting import WAIT
 from nightowl.tools.web import web_fetch_tool
@@ -14,7 +15,14 @@ from nightowl.tools.web import web_fetch_tool
 def builtin_registry(allow_private_fetch: bool = False) -> ToolRegistry:
     """Every built-in tool, with load_tools searching over them."""
     registry = ToolRegistry(
-        [SEND_TO_USER, SET_TIMER, WAIT, READ_OUTPUT, web_fetch_tool(allow_private_fetch)]
+        [
+            SEND_TO_USER,
+            SET_TIMER,
+            WAIT,
+            READ_OUTPUT,
+            CREATE_ROUTINE,
+            web_fetch_tool(allow_private_fetch),
+        ]
     )
     registry.add(load_tools_tool(registry))
     return registry

@@ -1,0 +1,140 @@
+"""Routines: scheduled prompts. Those the agent proposes stay inactive until the owner approves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from nightowl.store.errors import Invalid, NotFound
+from nightowl.store.ids import new_id
+from nightowl.store.tables import Conversation, Routine, utcnow
+
+STATUSES = ("pending_approval", "active", "paused")
+
+
+@dataclass(frozen=True)
+class RoutineInfo:
+    """A routine as the owner and the engine see it."""
+
+    id: str
+    owner_id: str
+    conversation_id: str
+    name: str
+    prompt: str
+    cron: str
+    timezone: str
+    status: str
+    created_by: str
+    created_at: datetime
+    last_fired_at: datetime | None
+
+
+def _info(row: Routine) -> RoutineInfo:
+    return RoutineInfo(
+        row.id,
+        row.owner_id,
+        row.conversation_id,
+        row.name,
+        row.prompt,
+        row.cron,
+        row.timezone,
+        row.status,
+        row.created_by,
+        row.created_at,
+        row.last_fired_at,
+    )
+
+
+def validate_schedule(cron: str, timezone: str) -> None:
+    """Raise Invalid, saying what to write instead, unless the cron and zone are usable."""
+    fields = cron.split()
+    if len(fields) not in (5, 6) or not croniter.is_valid(cron, second_at_beginning=True):
+        raise Invalid(
+            f"{cron!r} is not a cron expression; use five fields 'minute hour day month weekday' "
+            "(e.g. '0 8 * * 1-5' for weekdays at 8:00), or six with seconds first"
+        )
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise Invalid(
+            f"{timezone!r} is not a time zone; use an IANA name such as 'Europe/Berlin' or 'UTC'"
+        ) from None
+
+
+def create_routine(
+    session: Session,
+    owner_id: str,
+    conversation_id: str,
+    *,
+    name: str,
+    prompt: str,
+    cron: str,
+    timezone: str,
+    created_by: str,
+) -> RoutineInfo:
+    """Store a routine: active when the owner made it, pending approval when the agent did."""
+    validate_schedule(cron, timezone)
+    if not name.strip() or len(name) > 200:
+        raise Invalid("a routine needs a name of 1 to 200 characters")
+    if not prompt.strip() or len(prompt) > 8_000:
+        raise Invalid("a routine needs a prompt of 1 to 8,000 characters")
+    conversation = session.get(Conversation, conversation_id)
+    if conversation is None or conversation.owner_id != owner_id:
+        raise NotFound(f"no conversation {conversation_id!r}")
+    row = Routine(
+        id=new_id("rtn"),
+        owner_id=owner_id,
+        conversation_id=conversation_id,
+        name=name.strip(),
+        prompt=prompt,
+        cron=cron,
+        timezone=timezone,
+        status="active" if created_by == "owner" else "pending_approval",
+        created_by=created_by,
+    )
+    session.add(row)
+    session.flush()
+    return _info(row)
+
+
+def get_routine(session: Session, routine_id: str, owner_id: str | None = None) -> RoutineInfo:
+    """One routine (of `owner_id`, when given)."""
+    row = session.get(Routine, routine_id)
+    if row is None or (owner_id is not None and row.owner_id != owner_id):
+        raise NotFound(f"no routine {routine_id!r}")
+    return _info(row)
+
+
+def list_routines(session: Session, owner_id: str | None = None) -> list[RoutineInfo]:
+    """Routines, oldest first (all owners' when `owner_id` is None)."""
+    query = select(Routine).order_by(Routine.created_at)
+    if owner_id is not None:
+        query = query.where(Routine.owner_id == owner_id)
+    return [_info(row) for row in session.scalars(query)]
+
+
+def set_status(session: Session, routine_id: str, owner_id: str, status: str) -> RoutineInfo:
+    """Approve (→ active), pause or resume a routine."""
+    current = get_routine(session, routine_id, owner_id)
+    if status == "paused" and current.status == "pending_approval":
+        raise Invalid("this routine was never approved; approve or delete it")
+    session.execute(update(Routine).where(Routine.id == routine_id).values(status=status))
+    return get_routine(session, routine_id)
+
+
+def delete_routine(session: Session, routine_id: str, owner_id: str) -> None:
+    """Delete a routine."""
+    row = session.get(Routine, routine_id)
+    if row is None or row.owner_id != owner_id:
+        raise NotFound(f"no routine {routine_id!r}")
+    session.delete(row)
+
+
+def record_fired(session: Session, routine_id: str) -> None:
+    """Note when the routine last woke its conversation."""
+    session.execute(update(Routine).where(Routine.id == routine_id).values(last_fired_at=utcnow()))

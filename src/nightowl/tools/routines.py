@@ -1,0 +1,74 @@
+"""`create_routine`: the agent proposes a scheduled prompt; it stays inactive until approved."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel, Field
+
+from nightowl.store.errors import StoreError
+from nightowl.store.outbox import deliver_to_user
+from nightowl.store.routines import create_routine
+from nightowl.tools.registry import Tool, ToolContext, ToolResult
+
+
+class CreateRoutineArgs(BaseModel):
+    """Arguments of create_routine."""
+
+    name: str = Field(min_length=1, max_length=200)
+    prompt: str = Field(min_length=1, max_length=8_000, description="What to do each time.")
+    cron: str = Field(description="Five-field cron, e.g. '0 8 * * 1-5' (weekdays 8:00).")
+    timezone: str = Field(default="UTC", description="IANA zone, e.g. 'Europe/Berlin'.")
+
+
+async def _create_routine(args: CreateRoutineArgs, ctx: ToolContext) -> ToolResult:
+    def store() -> str:
+        with ctx.database.write() as session:
+            routine = create_routine(
+                session,
+                ctx.owner_id,
+                ctx.conversation_id,
+                name=args.name,
+                prompt=args.prompt,
+                cron=args.cron,
+                timezone=args.timezone,
+                created_by="agent",
+            )
+            deliver_to_user(
+                session,
+                ctx.conversation_id,
+                key=f"routine:{ctx.turn_id}:{ctx.call_id}",
+                body=(
+                    f"I'd like to run the routine **{routine.name}** on `{routine.cron}` "
+                    f"({routine.timezone}): {routine.prompt}\n\n"
+                    f"It stays off until you approve it (`nightowl routines approve {routine.id}`)."
+                ),
+                turn_id=ctx.turn_id,
+                meta={
+                    "controls": {
+                        "buttons": [
+                            {"label": "Approve", "value": f"approve-routine:{routine.id}"},
+                            {"label": "Delete", "value": f"delete-routine:{routine.id}"},
+                        ]
+                    }
+                },
+            )
+            return routine.id
+
+    try:
+        routine_id = await asyncio.to_thread(store)
+    except StoreError as error:
+        return ToolResult(f"The routine was not created: {error}.", is_error=True)
+    return ToolResult(
+        f"Routine {routine_id} saved. It will not run until the owner approves it; "
+        "they have been asked."
+    )
+
+
+CREATE_ROUTINE = Tool(
+    name="create_routine",
+    summary="Propose a scheduled prompt (cron); it runs only after the owner approves it.",
+    effect="write",
+    arguments=CreateRoutineArgs,
+    run=_create_routine,
+)
