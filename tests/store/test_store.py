@@ -23,11 +23,16 @@ class RecordingQueue:
 
     def __init__(self) -> None:
         self.woken: list[TurnInfo] = []
+        self.preempted: list[str] = []
         self._lock = threading.Lock()
 
     def wake(self, turn: TurnInfo, delay_s: float = 0.0) -> None:
         with self._lock:
             self.woken.append(turn)
+
+    def preempt(self, turn_ids: list[str]) -> None:
+        with self._lock:
+            self.preempted.extend(turn_ids)
 
 
 def _conversation(database: Database) -> tuple[str, str]:
@@ -119,6 +124,7 @@ def test_messages_waiting_for_a_queued_turn_join_its_batch(database: Database) -
         assert [m.seq for m in claim_batch(session, turn.id)] == [1, 2, 3]
     router.accept(_incoming(conversation_id, "c3", "late"))
     assert len(queue.woken) == 2 and queue.woken[1].id != turn.id
+    assert queue.preempted == [turn.id]  # the owner's direct message cuts the running turn
 
 
 def test_tokens_are_stored_hashed_and_revocable(database: Database) -> None:

@@ -31,7 +31,7 @@ class Change:
     conversation_id: str
     owner_id: str
     seq: int
-    kind: str = "message"  # message | activity
+    kind: str = "message"  # message | notify (an important message) | activity
 
 
 def record_change(session: Session, change: Change) -> None:

@@ -206,7 +206,11 @@ def append_message(
     )
     # Core insert: this is the hot path of every message, and the ORM's unit of work is slow.
     session.execute(insert(Message), [asdict(message)])
-    record_change(session, Change(conversation_id=conversation_id, owner_id=owner_id, seq=seq))
+    # An important message (e.g. from background work) asks clients to raise a notification.
+    kind = "notify" if (meta or {}).get("important") else "message"
+    record_change(
+        session, Change(conversation_id=conversation_id, owner_id=owner_id, seq=seq, kind=kind)
+    )
     return message
 
 

@@ -1,0 +1,171 @@
+"""The router on one process: ingest rate, trigger → first model request, preemption latency.
+
+- ingest_per_s: signed webhook deliveries (one in five a duplicate) from 8 concurrent clients;
+  each is verified, deduped, stored and its turn enqueued.
+- trigger_to_model: an owner's direct message's `created_at` to the start of the first model
+  call of its turn (scripted model, zero delay), both stamped by the server.
+- preempt: the owner's correction sent → the running turn (in a 30 s tool) marked stopped.
+Prints one JSON object with an entry per database.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import create_engine, text
+
+from common import BACKENDS, ServerProcess, fresh_database, percentile, wait_for, write_script
+from nightowl.channels.webhooks import sign
+
+INGEST_SECONDS = 6.0
+LATENCY_ROUNDS = 30
+PREEMPT_ROUNDS = 12
+
+
+def _at(value: Any) -> float:
+    return (datetime.fromisoformat(value) if isinstance(value, str) else value).timestamp()
+
+
+def ingest(server: ServerProcess) -> float:
+    with server.client() as client:
+        hook = client.post("/v1/hooks", json={"name": "bench"}).json()
+    deadline = time.monotonic() + INGEST_SECONDS
+    counts = []
+
+    def sender(worker: int) -> int:
+        sent = 0
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            while time.monotonic() < deadline:
+                event = f"{worker}-{sent - sent % 5 if sent % 5 == 4 else sent}"  # 1 in 5 repeats
+                body = json.dumps({"event": event}).encode()
+                stamp = str(int(time.time()))
+                response = http.post(
+                    hook["url_path"],
+                    content=body,
+                    headers={
+                        "X-Nightowl-Timestamp": stamp,
+                        "X-Nightowl-Signature": sign(hook["secret"], stamp, body),
+                        "X-Nightowl-Delivery": event,
+                    },
+                )
+                response.raise_for_status()
+                sent += 1
+        return sent
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        counts = list(pool.map(sender, range(8)))
+    return sum(counts) / (time.monotonic() - started)
+
+
+def trigger_to_model(server: ServerProcess, engine: Any) -> list[float]:
+    latencies = []
+    with server.client() as client:
+        for n in range(LATENCY_ROUNDS + 3):
+            conversation = client.post("/v1/conversations", json={}).json()["id"]
+            message = client.post(
+                f"/v1/conversations/{conversation}/messages",
+                json={"client_id": "t", "text": "hi"},
+            ).json()
+
+            def first_call(c: str = conversation) -> Any:
+                with engine.connect() as connection:
+                    return connection.execute(
+                        text("SELECT MIN(started_at) FROM model_calls WHERE conversation_id = :c"),
+                        {"c": c},
+                    ).scalar()
+
+            started = wait_for(first_call, timeout=30, interval=0.005)
+            if n >= 3:  # warm-up
+                latencies.append((_at(started) - _at(message["created_at"])) * 1000)
+            time.sleep(0.2)
+    return latencies
+
+
+def preemption(server: ServerProcess, engine: Any) -> list[float]:
+    latencies = []
+    with server.client() as client:
+        for _ in range(PREEMPT_ROUNDS):
+            conversation = client.post("/v1/conversations", json={}).json()["id"]
+            path = f"/v1/conversations/{conversation}/messages"
+            client.post(path, json={"client_id": "a", "text": "long task"})
+
+            def waiting(c: str = conversation) -> Any:
+                with engine.connect() as connection:
+                    return connection.execute(
+                        text("SELECT id FROM tool_runs WHERE conversation_id = :c"), {"c": c}
+                    ).first()
+
+            wait_for(waiting, timeout=30, interval=0.005)
+            time.sleep(0.2)
+            sent = time.time()
+            client.post(path, json={"client_id": "b", "text": "stop, do this instead"})
+
+            def stopped(c: str = conversation) -> Any:
+                with engine.connect() as connection:
+                    return connection.execute(
+                        text(
+                            "SELECT MIN(finished_at) FROM turns WHERE conversation_id = :c"
+                            " AND status IN ('preempted', 'interrupted')"
+                        ),
+                        {"c": c},
+                    ).scalar()
+
+            latencies.append((_at(wait_for(stopped, timeout=30, interval=0.005)) - sent) * 1000)
+    return latencies
+
+
+def measure(backend: str, folder: Path) -> dict[str, float]:
+    folder.mkdir(parents=True, exist_ok=True)
+    answer = [
+        {"tool_calls": [{"name": "send_to_user", "arguments": {"text": "ok", "final": True}}]}
+    ]
+    long_tool = [
+        {"tool_calls": [{"name": "wait", "arguments": {"seconds": 30}}]},
+        {"tool_calls": [{"name": "send_to_user", "arguments": {"text": "ok", "final": True}}]},
+    ]
+    with fresh_database(backend, folder) as url:
+        engine = create_engine(url)
+        server = ServerProcess(folder / "a", url, model=write_script(folder / "a.json", answer))
+        server.start()
+        try:
+            rate = ingest(server)
+            to_model = trigger_to_model(server, engine)
+        finally:
+            server.stop()
+        server = ServerProcess(folder / "b", url, model=write_script(folder / "b.json", long_tool))
+        server.start()
+        try:
+            preempt = preemption(server, engine)
+        finally:
+            server.stop()
+            engine.dispose()
+    return {
+        "ingest_per_s": round(rate, 1),
+        "trigger_to_model_p50_ms": round(percentile(to_model, 50), 2),
+        "trigger_to_model_p95_ms": round(percentile(to_model, 95), 2),
+        "preempt_p50_ms": round(percentile(preempt, 50), 2),
+        "preempt_p95_ms": round(percentile(preempt, 95), 2),
+    }
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        report: dict[str, Any] = {b: measure(b, Path(folder) / b) for b in BACKENDS}
+    report["targets"] = {
+        "ingest_per_s": 500,
+        "trigger_to_model_p50_ms": 50,
+        "preempt_p95_ms": 250,
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
