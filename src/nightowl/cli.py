@@ -207,6 +207,52 @@ def _hooks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _routines(args: argparse.Namespace) -> int:
+    import httpx
+
+    settings = _settings()
+    token = os.environ.get("NIGHTOWL_TOKEN") or (
+        settings.owner_token_file.read_text().strip() if settings.owner_token_file.exists() else ""
+    )
+    url = args.url or f"http://{settings.host}:{settings.port}"
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
+            command = args.routines_command
+            if command == "create":
+                response = http.post(
+                    "/v1/routines",
+                    json={
+                        "name": args.name,
+                        "prompt": args.prompt,
+                        "cron": args.cron,
+                        "timezone": args.timezone,
+                    },
+                )
+            elif command == "list":
+                response = http.get("/v1/routines")
+            elif command == "delete":
+                response = http.delete(f"/v1/routines/{args.id}")
+            else:
+                response = http.post(f"/v1/routines/{args.id}/{command}")
+    except httpx.TransportError as error:
+        print(f"nightowl routines: cannot reach the server at {url} ({error})", file=sys.stderr)
+        return 2
+    if response.status_code >= 400:
+        print(f"nightowl routines: {response.json()['error']['message']}", file=sys.stderr)
+        return 2
+    if response.status_code == 204:
+        print(f"deleted {args.id}")
+        return 0
+    body = response.json()
+    for routine in body if isinstance(body, list) else [body]:
+        print(
+            f"{routine['id']}  {routine['status']:<16} {routine['cron']:<16} "
+            f"{routine['timezone']:<14} {routine['name']}"
+        )
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line."""
     root = argparse.ArgumentParser(prog="nightowl", description="An always-on agent server.")
@@ -240,6 +286,19 @@ def parser() -> argparse.ArgumentParser:
     hooks_delete = hooks_commands.add_parser("delete", help="delete a webhook by id")
     hooks_delete.add_argument("id")
     hooks.set_defaults(run=_hooks)
+
+    routines = commands.add_parser("routines", help="scheduled prompts (talks to the server)")
+    routines.add_argument("--url", help="server URL (default: from settings)")
+    routines_commands = routines.add_subparsers(dest="routines_command", required=True)
+    routines_create = routines_commands.add_parser("create", help="an active routine")
+    routines_create.add_argument("name")
+    routines_create.add_argument("cron", help="e.g. '0 8 * * 1-5'")
+    routines_create.add_argument("prompt")
+    routines_create.add_argument("--timezone", default="UTC")
+    routines_commands.add_parser("list", help="routines and their status")
+    for verb in ("approve", "pause", "resume", "delete"):
+        routines_commands.add_parser(verb, help=f"{verb} a routine by id").add_argument("id")
+    routines.set_defaults(run=_routines)
 
     models = commands.add_parser("models", help="install or inspect the local model")
     models_commands = models.add_subparsers(dest="models_command", required=True)

@@ -158,3 +158,51 @@ def test_only_important_background_messages_raise_a_notification(tmp_path: Path)
     finally:
         stop.set()
         server.stop()
+
+
+def test_three_rapid_group_messages_are_answered_by_one_turn(
+    tmp_path: Path, database_url: str
+) -> None:
+    model = write_script(
+        tmp_path / "script.json",
+        [
+            {
+                "tool_calls": [
+                    {
+                        "name": "send_to_user",
+                        "arguments": {"text": "Added Dana and Lee", "final": True},
+                    }
+                ]
+            }
+        ],
+    )
+    server = ServerProcess(tmp_path / "data", database_url, model=model).start()
+    try:
+        with server.client() as client:
+            group = client.post("/v1/conversations", json={"kind": "group"}).json()["id"]
+            for n, text in enumerate(["add Dana to Thursday's meeting", "and Lee", "thanks!"]):
+                client.post(
+                    f"/v1/conversations/{group}/messages", json={"client_id": f"g{n}", "text": text}
+                )
+            wait_for(
+                lambda: (
+                    rows(
+                        database_url, "SELECT status FROM turns WHERE conversation_id = :c", c=group
+                    )
+                    == [("done",)]
+                ),
+                timeout=30,
+            )
+            bodies = [
+                m["body"]
+                for m in client.get(f"/v1/conversations/{group}/messages").json()["messages"]
+            ]
+        assert bodies[-1] == "Added Dana and Lee" and len(bodies) == 4
+        batch = rows(
+            database_url,
+            "SELECT batch_first_seq, batch_last_seq FROM turns WHERE conversation_id = :c",
+            c=group,
+        )
+        assert batch == [(1, 3)]
+    finally:
+        server.stop()

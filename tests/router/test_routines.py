@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.server import ServerProcess, wait_for, write_script
+from tests.server import NIGHTOWL, ServerProcess, wait_for, write_script
 
 pytestmark = pytest.mark.slow
 EVERY_SECOND = "* * * * * *"
@@ -106,5 +107,31 @@ def test_bad_schedules_are_refused_with_what_to_write(tmp_path: Path) -> None:
             assert bad_zone.status_code == 422 and "IANA" in bad_zone.json()["error"]["message"]
             assert client.get("/v1/routines").json() == []
             assert client.post("/v1/routines/rtn_nope/pause").status_code == 404
+    finally:
+        server.stop()
+
+
+def test_routines_from_the_command_line(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [NIGHTOWL, "routines", "--url", server.url, *args],
+                env=server.env,
+                capture_output=True,
+                text=True,
+            )
+
+        created = cli("create", "standup", "0 9 * * 1-5", "prepare my standup notes")
+        assert created.returncode == 0 and "active" in created.stdout
+        routine_id = created.stdout.split()[0]
+        assert "paused" in cli("pause", routine_id).stdout
+        assert "active" in cli("resume", routine_id).stdout
+        assert routine_id in cli("list").stdout
+        bad = cli("create", "x", "whenever", "y")
+        assert bad.returncode == 2 and "cron expression" in bad.stderr
+        assert cli("delete", routine_id).returncode == 0
+        assert cli("list").stdout.strip() == ""
     finally:
         server.stop()
