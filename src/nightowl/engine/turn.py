@@ -85,8 +85,8 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         def still_stopping() -> bool:
             with database.read() as session:
                 turn = get_turn(session, turn_id)
-                running = running_turn_ids(session, turn.conversation_id)
-            return any(other != turn_id for other in running)
+                marked_running = running_turn_ids(session, turn.conversation_id)
+            return any(other != turn_id for other in marked_running)
 
         # A preempted turn's task marks itself stopped within milliseconds; wait for that so
         # two turns of a conversation never overlap (a turn of a dead worker: give up waiting).
