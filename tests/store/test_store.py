@@ -24,11 +24,13 @@ class RecordingQueue:
     def __init__(self) -> None:
         self.woken: list[TurnInfo] = []
         self.preempted: list[str] = []
+        self.delays: list[float] = []
         self._lock = threading.Lock()
 
     def wake(self, turn: TurnInfo, delay_s: float = 0.0) -> None:
         with self._lock:
             self.woken.append(turn)
+            self.delays.append(delay_s)
 
     def preempt(self, turn_ids: list[str]) -> None:
         with self._lock:
@@ -140,3 +142,28 @@ def test_tokens_are_stored_hashed_and_revocable(database: Database) -> None:
         revoke_token(session, info.id)
     with database.read() as session:
         assert user_for_token(session, secret) is None
+
+
+def test_the_owners_message_does_not_join_a_turn_waiting_out_a_batching_window(
+    database: Database,
+) -> None:
+    _, conversation_id = _conversation(database)
+    queue = RecordingQueue()
+    router = Router(database, queue, batch_window_s=1.5)
+    timer = IncomingMessage(
+        source="timer",
+        idempotency_key="t1",
+        conversation_id=conversation_id,
+        text="Timer due",
+        trust="agent",
+        priority=Priority.TIMER,
+        role="notice",
+    )
+    router.accept(timer)
+    router.accept(_incoming(conversation_id, "owner-1", "now, please"))
+    assert [t.priority for t in queue.woken] == [Priority.TIMER, Priority.OWNER_DIRECT]
+    assert queue.delays == [1.5, 0.0]
+    # The urgent turn takes both messages; the timer's turn later finds nothing left.
+    with database.write() as session:
+        assert [m.seq for m in claim_batch(session, queue.woken[1].id)] == [1, 2]
+        assert claim_batch(session, queue.woken[0].id) == []

@@ -341,7 +341,8 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         with log_context(conversation_id=conversation_id, turn_id=turn_id):
             log.info("turn took its batch", extra={"batch_seqs": batch["seqs"]})
             outcome, error = "done", None
-            if deps.model is not None:
+            # An empty batch: a more urgent turn already took these messages.
+            if deps.model is not None and batch["seqs"]:
                 try:
                     outcome = await agent_loop(turn_id, conversation_id, batch["owner_id"])
                 except Exception as failure:

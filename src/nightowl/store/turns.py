@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.conversations import MessageInfo, message_info
@@ -44,11 +44,17 @@ def _lock_conversation(session: Session, conversation_id: str) -> None:
         )
 
 
-def _queued_turn(session: Session, conversation_id: str) -> TurnInfo | None:
+def _queued_turn(session: Session, conversation_id: str, priority: int) -> TurnInfo | None:
+    # Only a waiting turn at least as urgent will do: the owner's message must not join a
+    # group or webhook turn that is still sitting out its batching window.
     row = session.execute(
-        select(Turn.id, Turn.priority).where(
-            Turn.conversation_id == conversation_id, Turn.status == "queued"
+        select(Turn.id, Turn.priority)
+        .where(
+            Turn.conversation_id == conversation_id,
+            Turn.status == "queued",
+            Turn.priority <= priority,
         )
+        .order_by(Turn.priority)
     ).first()
     return (
         None
@@ -60,23 +66,31 @@ def _queued_turn(session: Session, conversation_id: str) -> TurnInfo | None:
 def queue_turn(
     session: Session, conversation_id: str, priority: int, *, already_locked: bool = False
 ) -> tuple[TurnInfo, bool]:
-    """The conversation's waiting turn, or a new one; True when it was created here.
+    """The conversation's waiting turn (one at least as urgent), or a new one; True when new.
 
     Call it in the transaction that stored the new message (appending a message locks the
     conversation row): a waiting turn has not yet taken its batch, so it takes this message too.
     """
-    _lock_conversation(session, conversation_id)
-    waiting = session.scalar(
-        select(Turn).where(Turn.conversation_id == conversation_id, Turn.status == "queued")
-    )
+    if not already_locked:
+        _lock_conversation(session, conversation_id)
+    waiting = _queued_turn(session, conversation_id, priority)
     if waiting is not None:
-        return _info(waiting), False
-    row = Turn(
-        id=new_id("turn"), conversation_id=conversation_id, status="queued", priority=priority
+        return waiting, False
+    turn = TurnInfo(new_id("turn"), conversation_id, "queued", int(priority), None, None)
+    session.execute(
+        insert(Turn),
+        [
+            {
+                "id": turn.id,
+                "conversation_id": conversation_id,
+                "status": "queued",
+                "priority": turn.priority,
+                "created_at": utcnow(),
+                "activity": "",
+            }
+        ],
     )
-    session.add(row)
-    session.flush()
-    return _info(row), True
+    return turn, True
 
 
 def claim_batch(session: Session, turn_id: str) -> list[MessageInfo]:
