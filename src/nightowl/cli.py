@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from pydantic import ValidationError
 
 from nightowl.config import Settings
+from nightowl.store.database import Database
 from nightowl.store.errors import StoreError
 
 
@@ -22,6 +24,28 @@ def _settings() -> Settings:
             for e in error.errors()
         )
         raise SystemExit(f"nightowl: bad configuration: {problems}") from None
+
+
+@contextmanager
+def _store(settings: Settings) -> Iterator[Database]:
+    """The migrated app store for a command that works on it directly."""
+    from nightowl.store.database import Database
+    from nightowl.store.migrate import upgrade
+
+    database = Database(settings.store_url)
+    upgrade(database)
+    try:
+        yield database
+    finally:
+        database.dispose()
+
+
+def _owner_token(settings: Settings) -> str:
+    """NIGHTOWL_TOKEN, or the owner's token the server wrote on first start ("" if neither)."""
+    token = os.environ.get("NIGHTOWL_TOKEN", "")
+    if not token and settings.owner_token_file.exists():
+        token = settings.owner_token_file.read_text().strip()
+    return token
 
 
 def _port_is_free(host: str, port: int) -> None:
@@ -44,18 +68,14 @@ def _serve(_args: argparse.Namespace) -> int:
 
     from nightowl.app import build_app
     from nightowl.logs import configure_logging
-    from nightowl.store.database import Database
-    from nightowl.store.migrate import upgrade
     from nightowl.store.owner import ensure_owner_token
 
     settings = _settings()
     _port_is_free(settings.host, settings.port)
     configure_logging(settings.log_level)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    database = Database(settings.store_url)
-    upgrade(database)
-    token = ensure_owner_token(database, settings.owner_token_file)
-    database.dispose()
+    with _store(settings) as database:
+        token = ensure_owner_token(database, settings.owner_token_file)
     url = f"http://{settings.host}:{settings.port}"
     print(
         f"\n  nightowl is starting at {url}\n"
@@ -78,9 +98,7 @@ def _chat(args: argparse.Namespace) -> int:
     from nightowl.channels.terminal import ChatError, run_chat
 
     settings = _settings()
-    token = args.token or os.environ.get("NIGHTOWL_TOKEN")
-    if not token and settings.owner_token_file.exists():
-        token = settings.owner_token_file.read_text().strip()
+    token = args.token or _owner_token(settings)
     if not token:
         raise SystemExit("nightowl chat: no token; pass --token or set NIGHTOWL_TOKEN")
     url = args.url or f"http://{settings.host}:{settings.port}"
@@ -91,8 +109,16 @@ def _chat(args: argparse.Namespace) -> int:
 
 
 def _token(args: argparse.Namespace) -> int:
-    from nightowl.store.database import Database
-    from nightowl.store.migrate import upgrade
+    try:
+        with _store(_settings()) as database:
+            _token_command(args, database)
+    except StoreError as error:
+        print(f"nightowl token: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _token_command(args: argparse.Namespace, database: Database) -> None:
     from nightowl.store.users import (
         create_token,
         create_user,
@@ -102,42 +128,32 @@ def _token(args: argparse.Namespace) -> int:
         revoke_token,
     )
 
-    settings = _settings()
-    database = Database(settings.store_url)
-    upgrade(database)
-    try:
-        if args.token_command == "create":
-            with database.write() as session:
-                if args.user is None:
-                    user = ensure_owner(session)
-                else:
-                    try:
-                        user = find_user(session, args.user)
-                    except StoreError:
-                        if not args.new_user:
-                            raise
-                        user = create_user(session, args.user, "member")
-                info, secret = create_token(session, user.id, args.name)
-            print(f"created token {info.id} for {info.user_name}: {secret}")
-            print("it is shown only now; store it somewhere safe")
-        elif args.token_command == "list":
-            with database.read() as session:
-                tokens = list_tokens(session)
-            for t in tokens:
-                state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
-                print(f"{t.id}  {t.user_name:<12} {t.name:<24} {state}")
-            if not tokens:
-                print("no tokens yet; `nightowl token create` makes one")
-        else:
-            with database.write() as session:
-                info = revoke_token(session, args.id)
-            print(f"revoked {info.id} ({info.user_name}, {info.name})")
-    except StoreError as error:
-        print(f"nightowl token: {error}", file=sys.stderr)
-        return 2
-    finally:
-        database.dispose()
-    return 0
+    if args.token_command == "create":
+        with database.write() as session:
+            if args.user is None:
+                user = ensure_owner(session)
+            else:
+                try:
+                    user = find_user(session, args.user)
+                except StoreError:
+                    if not args.new_user:
+                        raise
+                    user = create_user(session, args.user, "member")
+            info, secret = create_token(session, user.id, args.name)
+        print(f"created token {info.id} for {info.user_name}: {secret}")
+        print("it is shown only now; store it somewhere safe")
+    elif args.token_command == "list":
+        with database.read() as session:
+            tokens = list_tokens(session)
+        for t in tokens:
+            state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
+            print(f"{t.id}  {t.user_name:<12} {t.name:<24} {state}")
+        if not tokens:
+            print("no tokens yet; `nightowl token create` makes one")
+    else:
+        with database.write() as session:
+            info = revoke_token(session, args.id)
+        print(f"revoked {info.id} ({info.user_name}, {info.name})")
 
 
 def _doctor(_args: argparse.Namespace) -> int:
@@ -173,16 +189,12 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def _hooks(args: argparse.Namespace) -> int:
-    from nightowl.store.database import Database
-    from nightowl.store.migrate import upgrade
     from nightowl.store.users import ensure_owner
     from nightowl.store.webhooks import create_hook, delete_hook, list_hooks
 
     settings = _settings()
-    database = Database(settings.store_url)
-    upgrade(database)
     try:
-        with database.write() as session:
+        with _store(settings) as database, database.write() as session:
             owner = ensure_owner(session)
             if args.hooks_command == "create":
                 info, secret = create_hook(session, owner.id, args.name)
@@ -202,8 +214,6 @@ def _hooks(args: argparse.Namespace) -> int:
     except StoreError as error:
         print(f"nightowl hooks: {error}", file=sys.stderr)
         return 2
-    finally:
-        database.dispose()
     return 0
 
 
@@ -211,9 +221,7 @@ def _routines(args: argparse.Namespace) -> int:
     import httpx
 
     settings = _settings()
-    token = os.environ.get("NIGHTOWL_TOKEN") or (
-        settings.owner_token_file.read_text().strip() if settings.owner_token_file.exists() else ""
-    )
+    token = _owner_token(settings)
     url = args.url or f"http://{settings.host}:{settings.port}"
     headers = {"Authorization": f"Bearer {token}"}
     try:

@@ -174,11 +174,6 @@ class DurableEngine:
             DBOS.delete_workflows([status.workflow_id for status in finished])
             deleted += len(finished)
 
-    def workflow_status(self, workflow_id: str) -> str | None:
-        """DBOS's status of one workflow (None when unknown)."""
-        found = DBOS.list_workflows(workflow_ids=[workflow_id], load_input=False, load_output=False)
-        return found[0].status if found else None
-
     def shutdown(self) -> None:
         """Stop DBOS without waiting: unfinished turns resume on restart or on another worker."""
         self._waker.shutdown(wait=True)
