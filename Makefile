@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint typecheck pytest bench postgres clean
+.PHONY: run test lint typecheck pytest bench postgres chromium clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "nightowl needs Python >= 3.11"'
@@ -28,11 +28,15 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 run: $(VENV)/.installed
 	$(BIN)/nightowl serve
 
-## test: install test dependencies, make sure PostgreSQL runs, lint, type-check, run the suite
-test: $(VENV)/.installed-test postgres lint typecheck pytest
+## test: install test dependencies (Chromium too), make sure PostgreSQL runs, lint,
+## type-check, run the suite
+test: $(VENV)/.installed-test postgres chromium lint typecheck pytest
 
 postgres:
 	@scripts/ensure-postgres.sh
+
+chromium:
+	@scripts/ensure-chromium.sh
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nightowl import __version__
-from nightowl.api import conversations, events, hooks, operations, routines
+from nightowl.api import conversations, events, files, hooks, operations, routines, webapp
 from nightowl.api.errors import install_error_handlers
 from nightowl.config import Settings
 from nightowl.engine.durable import DurableEngine
@@ -29,6 +29,7 @@ from nightowl.store.changes import ChangeFeed
 from nightowl.store.database import Database
 from nightowl.store.migrate import upgrade
 from nightowl.store.owner import ensure_owner_token
+from nightowl.store.questions import answered_but_waiting
 from nightowl.store.turns import waiting_turns
 from nightowl.tools.builtin import builtin_registry
 
@@ -60,6 +61,9 @@ def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         blob_dir=settings.blob_dir,
         schedule_timer=engine.schedule_timer,
         running=engine.running,
+        homes_dir=settings.homes_dir,
+        answer_wait_s=settings.answer_wait_s,
+        max_attachment_bytes=settings.max_attachment_bytes,
     )
     engine.register_turn(build_turn_workflow(deps))
     engine.launch()
@@ -76,6 +80,9 @@ def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     with database.read() as session:
         for turn in waiting_turns(session):
             engine.enqueue(turn)
+        # An answer stored just before a crash, whose wake-up never reached its turn.
+        for turn_id, question_id in answered_but_waiting(session):
+            engine.deliver_answer(turn_id, question_id)
     return engine
 
 
@@ -145,6 +152,8 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(events.routes)
     app.include_router(hooks.routes)
     app.include_router(routines.routes)
+    app.include_router(files.routes)
+    app.include_router(webapp.routes)
 
     app.add_middleware(RequestMetrics)
     return app

@@ -62,6 +62,12 @@ class Settings(BaseSettings):
     )
 
     max_message_chars: int = Field(default=32_000, ge=1)
+    answer_wait_s: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="How long a turn waits for the answer to a question before it goes on.",
+    )
+    max_attachment_bytes: int = Field(default=25 * 1024 * 1024, ge=1)
     log_level: str = "INFO"
 
     @field_validator("model")
@@ -103,6 +109,11 @@ class Settings(BaseSettings):
     def owner_token_file(self) -> Path:
         """Where the owner's first access token is kept (mode 0600) so `make run` can print it."""
         return self.data_dir / "owner-token"
+
+    @property
+    def homes_dir(self) -> Path:
+        """Each user's files (the home of their computer) live in a folder named by user id."""
+        return self.data_dir / "homes"
 
     @property
     def blob_dir(self) -> Path:

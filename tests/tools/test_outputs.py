@@ -34,6 +34,7 @@ def _context(tmp_path: Path) -> ToolContext:
         owner_id="o",
         turn_id="t",
         call_id="0.0",
+        home=tmp_path / "home",
     )
 
 

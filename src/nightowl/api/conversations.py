@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from sqlalchemy.orm import Session
 
 from nightowl.api.auth import CurrentUser, database_of
 from nightowl.api.errors import ApiError
@@ -12,19 +14,29 @@ from nightowl.api.schemas import (
     ConversationOut,
     MessageOut,
     MessagePage,
+    NewAnswer,
     NewConversation,
     NewMessage,
+    ReadPosition,
 )
+from nightowl.engine.durable import DurableEngine
 from nightowl.router.priority import Priority
 from nightowl.router.router import IncomingMessage, Router
 from nightowl.store.conversations import (
+    ConversationInfo,
     create_conversation,
     get_conversation,
     list_conversations,
+    mark_read,
     messages_after,
+    previews,
+    unread_counts,
 )
+from nightowl.store.questions import answer_question, question_states
+from nightowl.store.turns import activities
 
 routes = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+log = logging.getLogger(__name__)
 
 
 @routes.post("", status_code=201)
@@ -39,18 +51,45 @@ def start_conversation(
     return ConversationOut.of(info)
 
 
+def _described(session: Session, infos: list[ConversationInfo]) -> list[ConversationOut]:
+    unread = unread_counts(session, infos)
+    preview = previews(session, infos)
+    busy = activities(session, [info.id for info in infos])
+    return [
+        ConversationOut.of(
+            info,
+            unread=unread.get(info.id, 0),
+            preview=preview.get(info.id, ""),
+            activity=busy.get(info.id, ""),
+        )
+        for info in infos
+    ]
+
+
 @routes.get("")
 def my_conversations(user: CurrentUser, request: Request) -> list[ConversationOut]:
-    """The caller's conversations, most recently active first."""
+    """The caller's conversations, most recently active first, with unread counts."""
     with database_of(request).read() as session:
-        return [ConversationOut.of(info) for info in list_conversations(session, user.id)]
+        return _described(session, list_conversations(session, user.id))
 
 
 @routes.get("/{conversation_id}")
 def one_conversation(conversation_id: str, user: CurrentUser, request: Request) -> ConversationOut:
-    """One of the caller's conversations."""
+    """One of the caller's conversations, with what its running turn is doing."""
     with database_of(request).read() as session:
-        return ConversationOut.of(get_conversation(session, conversation_id, user.id))
+        return _described(session, [get_conversation(session, conversation_id, user.id)])[0]
+
+
+@routes.post("/{conversation_id}/read")
+def read_up_to(
+    conversation_id: str, body: ReadPosition, user: CurrentUser, request: Request
+) -> ConversationOut:
+    """Mark messages up to `seq` as read on every device (the position never moves back)."""
+    database = database_of(request)
+    with database.write() as session:
+        mark_read(session, conversation_id, user.id, body.seq)
+    with database.read() as session:
+        return _described(session, [get_conversation(session, conversation_id, user.id)])[0]
 
 
 @routes.post("/{conversation_id}/messages", status_code=201)
@@ -107,6 +146,49 @@ def read_messages(
     with database_of(request).read() as session:
         conversation = get_conversation(session, conversation_id, user.id)
         messages = messages_after(session, conversation.id, after, limit)
+        states = question_states(session, messages)
     return MessagePage(
-        messages=[MessageOut.of(m) for m in messages], last_seq=conversation.last_seq
+        messages=[MessageOut.of(m, states.get(m.id)) for m in messages],
+        last_seq=conversation.last_seq,
     )
+
+
+@routes.post("/{conversation_id}/messages/{message_id}/answer", status_code=201)
+def answer(
+    conversation_id: str,
+    message_id: str,
+    body: NewAnswer,
+    user: CurrentUser,
+    request: Request,
+    response: Response,
+) -> MessageOut:
+    """Answer a question (a button's `value`, or a draft's `action`); the first answer wins.
+
+    The answer is stored as a message of its own and resumes the turn that asked, once.
+    A retried `client_id` returns the stored answer; a second answer gets 409.
+    """
+    database = database_of(request)
+    with database.read() as session:
+        conversation = get_conversation(session, conversation_id, user.id)
+    if user.role != "owner":
+        raise ApiError(403, "not_owner", "only the owner answers the agent's questions")
+    with database.write() as session:
+        answered = answer_question(
+            session,
+            conversation.id,
+            message_id,
+            answer=body.payload(),
+            client_id=body.client_id,
+            author_id=user.id,
+        )
+    engine: DurableEngine = request.app.state.engine
+    if not answered.duplicate:
+        engine.deliver_answer(answered.turn_id, message_id)
+    else:
+        response.status_code = 200
+        # A retry: the first request may have died before its wake-up went out (idempotent).
+        try:
+            engine.deliver_answer(answered.turn_id, message_id)
+        except Exception:  # the turn is long finished and forgotten: nothing to wake
+            log.info("no turn to wake for a repeated answer", extra={"message_id": message_id})
+    return MessageOut.of(answered.message)

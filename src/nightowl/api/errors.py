@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from nightowl.store.errors import Invalid, NotFound
+from nightowl.store.errors import Conflict, Invalid, NotFound
 
 
 class ApiError(Exception):
@@ -45,6 +45,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(NotFound)
     async def _not_found(_request: Request, exc: NotFound) -> JSONResponse:
         return _answer(404, "not_found", str(exc))
+
+    @app.exception_handler(Conflict)
+    async def _conflict(_request: Request, exc: Conflict) -> JSONResponse:
+        return _answer(409, "conflict", str(exc))
 
     @app.exception_handler(Invalid)
     async def _invalid(_request: Request, exc: Invalid) -> JSONResponse:

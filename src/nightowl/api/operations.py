@@ -30,3 +30,9 @@ def prometheus_metrics(_user: CurrentUser, request: Request) -> Response:
     for priority, count in depth.items():
         metrics.queue_depth.labels(priority=str(priority)).set(count)
     return Response(metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+@routes.get("/v1/me")
+def who_am_i(user: CurrentUser) -> dict[str, str]:
+    """The user this token belongs to."""
+    return {"id": user.id, "name": user.name, "role": user.role}

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from nightowl.store.conversations import ConversationInfo, MessageInfo
+
+CLIENT_ID_PATTERN = r"^[A-Za-z0-9._:\-]+$"
 
 
 class NewConversation(BaseModel):
@@ -23,7 +25,7 @@ class NewMessage(BaseModel):
     client_id: str = Field(
         min_length=1,
         max_length=200,
-        pattern=r"^[A-Za-z0-9._:\-]+$",
+        pattern=CLIENT_ID_PATTERN,
         description="The client's own id for this message (letters, digits, . _ : -).",
     )
     text: str
@@ -37,27 +39,80 @@ class NewMessage(BaseModel):
 
 
 class ConversationOut(BaseModel):
-    """A conversation."""
+    """A conversation; `activity` says what a running turn is doing ("" when at rest)."""
 
     id: str
     kind: str
     channel: str
     title: str
     last_seq: int
+    read_seq: int
+    unread: int
+    preview: str
+    activity: str
     created_at: datetime
     updated_at: datetime
 
     @classmethod
-    def of(cls, info: ConversationInfo) -> ConversationOut:
+    def of(
+        cls, info: ConversationInfo, *, unread: int = 0, preview: str = "", activity: str = ""
+    ) -> ConversationOut:
         return cls(
             id=info.id,
             kind=info.kind,
             channel=info.channel,
             title=info.title,
             last_seq=info.last_seq,
+            read_seq=info.read_seq,
+            unread=unread,
+            preview=preview,
+            activity=activity,
             created_at=info.created_at,
             updated_at=info.updated_at,
         )
+
+
+class ReadPosition(BaseModel):
+    """Body of `POST /v1/conversations/{id}/read`: the newest seq the owner has seen."""
+
+    seq: int = Field(ge=0)
+
+
+class NewAnswer(BaseModel):
+    """Body of `POST .../messages/{id}/answer`: a button's `value`, or a draft's `action`."""
+
+    client_id: str = Field(
+        min_length=1,
+        max_length=200,
+        pattern=CLIENT_ID_PATTERN,
+        description="The client's own id for this answer; retries reuse it.",
+    )
+    value: str | None = Field(default=None, max_length=200, description="The button's value.")
+    action: Literal["send", "discard"] | None = Field(
+        default=None, description="For a draft: send it (with `text`, edited) or discard it."
+    )
+    text: str | None = Field(default=None, max_length=32_000)
+
+    def payload(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if k != "client_id" and v is not None}
+
+
+class FileOut(BaseModel):
+    """An attached file; `url` downloads it (with the same bearer token)."""
+
+    name: str
+    size: int
+    content_type: str
+    url: str
+
+
+class ControlsOut(BaseModel):
+    """What a question offers and whether it still takes an answer."""
+
+    state: Literal["open", "answered", "closed"]
+    ask: str = "question"
+    buttons: list[dict[str, str]] = Field(default_factory=list)
+    draft: str | None = None
 
 
 class MessageOut(BaseModel):
@@ -72,9 +127,33 @@ class MessageOut(BaseModel):
     client_id: str | None
     trust: str
     created_at: datetime
+    important: bool = False
+    files: list[FileOut] = Field(default_factory=list)
+    controls: ControlsOut | None = None
+    answer_to: str | None = None
+    answer: dict[str, Any] | None = None
 
     @classmethod
-    def of(cls, info: MessageInfo) -> MessageOut:
+    def of(cls, info: MessageInfo, question_state: str | None = None) -> MessageOut:
+        meta = info.meta
+        files = [
+            FileOut(
+                name=str(f["name"]),
+                size=int(f["size"]),
+                content_type=str(f["content_type"]),
+                url=f"/v1/conversations/{info.conversation_id}/messages/{info.id}/files/{n}",
+            )
+            for n, f in enumerate(meta.get("files") or [])
+        ]
+        asked = meta.get("controls") or {}
+        controls = None
+        if asked:
+            controls = ControlsOut(
+                state=question_state or "closed",  # type: ignore[arg-type]
+                ask=str(asked.get("ask", "question")),
+                buttons=list(asked.get("buttons") or []),
+                draft=asked.get("draft"),
+            )
         return cls(
             id=info.id,
             conversation_id=info.conversation_id,
@@ -85,6 +164,11 @@ class MessageOut(BaseModel):
             client_id=info.client_id,
             trust=info.trust,
             created_at=info.created_at,
+            important=bool(meta.get("important")),
+            files=files,
+            controls=controls,
+            answer_to=meta.get("answer_to"),
+            answer=meta.get("answer"),
         )
 
 

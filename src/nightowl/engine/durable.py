@@ -116,6 +116,18 @@ class DurableEngine:
             DBOS.cancel_workflow(turn_id)
             self.running.cancel(turn_id)
 
+    def deliver_answer(self, turn_id: str, question_id: str) -> None:
+        """Wake the turn waiting on this question (its answer is already stored).
+
+        Idempotent per question, so sending it again after a crash does no harm.
+        """
+        DBOS.send(
+            turn_id,
+            "answered",
+            topic=f"answer:{question_id}",
+            idempotency_key=f"answer:{question_id}",
+        )
+
     def enqueue(self, turn: TurnInfo, delay_s: float = 0.0) -> None:
         """Enqueue the turn's workflow now; enqueuing an id that exists already is a no-op."""
         if self._turn is None or self._queue is None:

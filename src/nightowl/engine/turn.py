@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from datetime import time as day_start
+from pathlib import Path
 from typing import Any
 
 from dbos import DBOS
@@ -32,6 +33,7 @@ from nightowl.store.blobs import put_text
 from nightowl.store.conversations import find_conversation
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
+from nightowl.store.questions import take_answer
 from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
     finish_model_call,
@@ -51,7 +53,9 @@ from nightowl.store.turns import (
     mark_interrupted,
     mark_preempted,
     running_turn_ids,
+    set_activity,
 )
+from nightowl.tools.messaging import answer_for_agent, home_of
 from nightowl.tools.registry import ToolContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -69,6 +73,9 @@ class TurnDeps:
     blob_dir: Any
     schedule_timer: Callable[[str, str, float, str], Awaitable[None]]
     running: RunningTurns
+    homes_dir: Path
+    answer_wait_s: float = 7 * 24 * 3600.0
+    max_attachment_bytes: int = 25 * 1024 * 1024
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -115,6 +122,8 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     )
                     mark_interrupted(session, earlier)
                 batch = claim_batch(session, turn_id)
+                if batch:
+                    set_activity(session, turn_id, "thinking")
                 for message in batch:
                     entry = Entry(
                         kind="notice" if message.role == "notice" else "user",
@@ -158,11 +167,10 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     tokens_used_since(session, conversation_id, midnight),
                 )
                 history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
-                record = (
-                    ""
-                    if stop
-                    else start_model_call(session, conversation_id, turn_id, step, model.name)
-                )
+                record = ""
+                if not stop:
+                    record = start_model_call(session, conversation_id, turn_id, step, model.name)
+                    set_activity(session, turn_id, "thinking")
                 return stop, history, record
 
         stop, history, record = await asyncio.to_thread(prepare)
@@ -200,6 +208,8 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
 
         def start() -> str:
             with database.write() as session:
+                if tool is not None:
+                    set_activity(session, turn_id, tool.activity)
                 return start_tool_run(session, conversation_id, turn_id, call.id, call.name, effect)
 
         run_id = await asyncio.to_thread(start)
@@ -215,6 +225,8 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 owner_id=owner_id,
                 turn_id=turn_id,
                 call_id=slot,
+                home=await asyncio.to_thread(home_of, deps.homes_dir, owner_id),
+                max_attachment_bytes=deps.max_attachment_bytes,
             )
             try:
                 result = await tool.run(parsed, context)
@@ -229,21 +241,22 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         if is_large(content):
             reference = await asyncio.to_thread(put_text, deps.blob_dir, content)
             content = preview(content, reference)
+        ask = result.meta.get("ask")
 
         def save() -> None:
             with database.write() as session:
-                entry = Entry(
-                    kind="tool_result",
-                    text=content,
-                    trust="untrusted" if result.meta.get("untrusted") else "agent",
-                    call_id=call.id,
-                    tool_name=call.name,
-                    is_error=result.is_error,
-                    meta=result.meta,
-                )
-                put_entry(
-                    session, conversation_id, turn_id, f"{turn_id}:tool:{slot}", entry.to_dict()
-                )
+                if not ask:  # a question's result is its answer, saved once it comes
+                    entry = Entry(
+                        kind="tool_result",
+                        text=content,
+                        trust="untrusted" if result.meta.get("untrusted") else "agent",
+                        call_id=call.id,
+                        tool_name=call.name,
+                        is_error=result.is_error,
+                        meta=result.meta,
+                    )
+                    key = f"{turn_id}:tool:{slot}"
+                    put_entry(session, conversation_id, turn_id, key, entry.to_dict())
                 finish_tool_run(session, run_id, result.is_error)
 
         await asyncio.to_thread(save)
@@ -251,7 +264,33 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             "is_error": result.is_error,
             "ends_turn": result.ends_turn,
             "timer": result.meta.get("timer"),
+            "ask": ask,
+            "content": content if ask else "",
         }
+
+    @DBOS.step(name="nightowl.record_answer")
+    async def record_answer(
+        turn_id: str, conversation_id: str, slot: str, call_data: dict[str, Any], question: str
+    ) -> None:
+        call = ToolCall.from_dict(call_data)
+
+        def record() -> None:
+            with database.write() as session:
+                answer = take_answer(session, turn_id, question)
+                waited = _duration(deps.answer_wait_s)
+                entry = Entry(
+                    kind="tool_result",
+                    text=answer_for_agent(answer, waited),
+                    trust="owner" if answer is not None else "agent",
+                    call_id=call.id,
+                    tool_name=call.name,
+                )
+                key = f"{turn_id}:tool:{slot}"
+                put_entry(session, conversation_id, turn_id, key, entry.to_dict())
+                set_activity(session, turn_id, "thinking")
+
+        metrics.steps.labels(kind="answer").inc()
+        await asyncio.to_thread(record)
 
     @DBOS.step(name="nightowl.tell_user")
     async def tell_user(turn_id: str, conversation_id: str, key: str, text: str) -> None:
@@ -307,6 +346,14 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 calls.append(call.to_dict())
                 slot = f"{step}.{index}"
                 result = await run_tool(turn_id, conversation_id, owner_id, slot, call.to_dict())
+                if result.get("ask"):
+                    # A durable wait: no process or thread is held; it outlives restarts, and
+                    # the answer (stored first, then sent here as a nudge) resumes it once.
+                    question = str(result["ask"]["message_id"])
+                    await DBOS.recv_async(
+                        topic=f"answer:{question}", timeout_seconds=deps.answer_wait_s
+                    )
+                    await record_answer(turn_id, conversation_id, slot, call.to_dict(), question)
                 ends = ends or bool(result["ends_turn"])
                 if result.get("timer"):
                     timer = result["timer"]
@@ -365,6 +412,14 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             return outcome
 
     return turn
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:g} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} hours"
+    return f"{seconds:g} seconds"
 
 
 def _mark_preempted(database: Database, turn_id: str) -> None:

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.changes import Change, record_change
@@ -32,6 +32,7 @@ class ConversationInfo:
     last_seq: int
     created_at: datetime
     updated_at: datetime
+    read_seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ def conversation_info(row: Conversation) -> ConversationInfo:
         last_seq=row.last_seq,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        read_seq=row.read_seq,
     )
 
 
@@ -121,6 +123,7 @@ _COLUMNS = (
     Conversation.last_seq,
     Conversation.created_at,
     Conversation.updated_at,
+    Conversation.read_seq,
 )
 
 
@@ -225,3 +228,54 @@ def messages_after(
         .limit(limit)
     )
     return [MessageInfo(**row._asdict()) for row in rows]
+
+
+def mark_read(session: Session, conversation_id: str, user_id: str, seq: int) -> int:
+    """The owner has read up to `seq` (on some device); the read position never moves back."""
+    conversation = get_conversation(session, conversation_id, user_id)
+    seq = min(seq, conversation.last_seq)
+    session.execute(
+        update(Conversation)
+        .where(Conversation.id == conversation_id, Conversation.read_seq < seq)
+        .values(read_seq=seq)
+    )
+    return max(seq, conversation.read_seq)
+
+
+def unread_counts(session: Session, conversations: list[ConversationInfo]) -> dict[str, int]:
+    """Messages not written by the owner after each conversation's read position."""
+    unread = [c for c in conversations if c.last_seq > c.read_seq]
+    if not unread:
+        return {}
+    counts: dict[str, int] = {}
+    for info in unread:
+        counts[info.id] = int(
+            session.scalar(
+                select(func.count())
+                .select_from(Message)
+                .where(
+                    Message.conversation_id == info.id,
+                    Message.seq > info.read_seq,
+                    Message.trust != "owner",
+                )
+            )
+            or 0
+        )
+    return counts
+
+
+def previews(session: Session, conversations: list[ConversationInfo]) -> dict[str, str]:
+    """The first line of each conversation's newest message (at most 140 characters)."""
+    found: dict[str, str] = {}
+    for info in conversations:
+        if info.last_seq == 0:
+            continue
+        body = session.scalar(
+            select(Message.body).where(
+                Message.conversation_id == info.id, Message.seq == info.last_seq
+            )
+        )
+        if body is not None:
+            line = body.strip().splitlines()[0] if body.strip() else ""
+            found[info.id] = line[:140]
+    return found

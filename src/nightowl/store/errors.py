@@ -11,3 +11,7 @@ class NotFound(StoreError):
 
 class Invalid(StoreError):
     """The request would break a rule of the store (e.g. a duplicate name)."""
+
+
+class Conflict(StoreError):
+    """The request is valid but the thing is no longer in a state that allows it."""

@@ -86,6 +86,8 @@ class Conversation(Base):
     external_key: Mapped[str | None] = mapped_column(String(300), default=None)
     title: Mapped[str] = mapped_column(String(300), default="")
     last_seq: Mapped[int] = mapped_column(Integer, default=0)
+    # How far the owner has read (on any device): messages after it count as unread.
+    read_seq: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -113,6 +115,8 @@ class Message(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # Attachments, controls (buttons, draft) and the notify flag of an agent message.
     meta: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # For a question (buttons or a draft): the message that answered it, once one did.
+    answer_id: Mapped[str | None] = mapped_column(String(64), default=None)
 
 
 class Trigger(Base):
@@ -143,6 +147,8 @@ class Turn(Base):
     batch_first_seq: Mapped[int | None] = mapped_column(Integer, default=None)
     batch_last_seq: Mapped[int | None] = mapped_column(Integer, default=None)
     activity: Mapped[str] = mapped_column(String(200), default="")
+    # The question (message id) the turn's workflow is waiting to hear an answer to.
+    waiting_on: Mapped[str | None] = mapped_column(String(64), default=None)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)

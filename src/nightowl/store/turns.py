@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
+from nightowl.store.changes import Change, record_change
 from nightowl.store.conversations import MessageInfo, message_info
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
@@ -36,7 +37,8 @@ def _info(row: Turn) -> TurnInfo:
     )
 
 
-def _lock_conversation(session: Session, conversation_id: str) -> None:
+def lock_conversation(session: Session, conversation_id: str) -> None:
+    """Serialise writers of one conversation until the transaction ends."""
     # SQLite's BEGIN IMMEDIATE already serialises writers; PostgreSQL needs the row lock.
     if session.get_bind().dialect.name == "postgresql":
         session.execute(
@@ -72,7 +74,7 @@ def queue_turn(
     conversation row): a waiting turn has not yet taken its batch, so it takes this message too.
     """
     if not already_locked:
-        _lock_conversation(session, conversation_id)
+        lock_conversation(session, conversation_id)
     waiting = _queued_turn(session, conversation_id, priority)
     if waiting is not None:
         return waiting, False
@@ -103,7 +105,7 @@ def claim_batch(session: Session, turn_id: str) -> list[MessageInfo]:
     turn = session.get(Turn, turn_id)
     if turn is None:
         raise NotFound(f"no turn {turn_id!r}")
-    _lock_conversation(session, turn.conversation_id)
+    lock_conversation(session, turn.conversation_id)
     rows = list(
         session.scalars(
             select(Message)
@@ -132,8 +134,9 @@ def finish_turn(session: Session, turn_id: str, *, status: str, error: str | Non
     session.execute(
         update(Turn)
         .where(Turn.id == turn_id)
-        .values(status=status, error=error, finished_at=utcnow(), activity="")
+        .values(status=status, error=error, finished_at=utcnow(), activity="", waiting_on=None)
     )
+    _announce_activity(session, turn_id)
 
 
 def get_turn(session: Session, turn_id: str) -> TurnInfo:
@@ -202,8 +205,9 @@ def mark_preempted(session: Session, turn_id: str) -> None:
     session.execute(
         update(Turn)
         .where(Turn.id == turn_id, Turn.status == "running")
-        .values(status="preempted", finished_at=utcnow(), activity="")
+        .values(status="preempted", finished_at=utcnow(), activity="", waiting_on=None)
     )
+    _announce_activity(session, turn_id)
 
 
 def mark_interrupted(session: Session, turn_id: str) -> None:
@@ -213,3 +217,38 @@ def mark_interrupted(session: Session, turn_id: str) -> None:
         .where(Turn.id == turn_id, Turn.status.in_(("running", "preempted")))
         .values(status="interrupted", finished_at=func.coalesce(Turn.finished_at, utcnow()))
     )
+
+
+def set_activity(session: Session, turn_id: str, activity: str) -> None:
+    """What the turn is doing now, in words for the owner (never the model's own text).
+
+    Clients hear of it through a change notification of kind `activity`.
+    """
+    session.execute(update(Turn).where(Turn.id == turn_id).values(activity=activity[:200]))
+    _announce_activity(session, turn_id)
+
+
+def _announce_activity(session: Session, turn_id: str) -> None:
+    row = session.execute(
+        select(Turn.conversation_id, Conversation.owner_id, Conversation.last_seq)
+        .join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(Turn.id == turn_id)
+    ).first()
+    if row is None:
+        raise NotFound(f"no turn {turn_id!r}")
+    record_change(
+        session,
+        Change(conversation_id=row[0], owner_id=row[1], seq=row[2], kind="activity"),
+    )
+
+
+def activities(session: Session, conversation_ids: list[str]) -> dict[str, str]:
+    """The running turn's activity per conversation (conversations at rest are left out)."""
+    if not conversation_ids:
+        return {}
+    rows = session.execute(
+        select(Turn.conversation_id, Turn.activity).where(
+            Turn.conversation_id.in_(conversation_ids), Turn.status == "running"
+        )
+    ).all()
+    return {row[0]: row[1] or "working" for row in rows}

@@ -37,4 +37,5 @@ def load_tools_tool(registry: ToolRegistry) -> Tool:
         effect="read",
         arguments=LoadToolsArgs,
         run=load,
+        activity="looking up tools",
     )

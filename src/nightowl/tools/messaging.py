@@ -1,13 +1,21 @@
-"""`send_to_user`: the agent's only visible output, delivered through the outbox exactly once."""
+"""`send_to_user`: the agent's only visible output, delivered through the outbox exactly once.
+
+A message with buttons or a draft is a question: the turn waits (durably, in its workflow)
+for the owner's answer, which comes back as this call's result.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+import mimetypes
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
+from nightowl.store.blobs import put_file
 from nightowl.store.outbox import deliver_to_user
+from nightowl.store.questions import wait_for_answer
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
 
 
@@ -23,49 +31,138 @@ class SendToUserArgs(BaseModel):
 
     text: str = Field(min_length=1, max_length=32_000, description="Markdown to show the user.")
     files: list[str] = Field(
-        default_factory=list, max_length=10, description="Paths of files to attach."
+        default_factory=list,
+        max_length=10,
+        description="Files to attach: paths in your home folder (images show inline).",
     )
     buttons: list[Button] = Field(
-        default_factory=list, max_length=6, description="Optional answers the user can click."
+        default_factory=list,
+        max_length=6,
+        description="Answers the user can click; you wait for the click and get its value.",
     )
     draft: str | None = Field(
-        default=None, max_length=32_000, description="Optional editable draft (Send / Discard)."
+        default=None,
+        max_length=32_000,
+        description="Editable draft (Send / Discard); you wait and get the final text or discard.",
+    )
+    ask: Literal["question", "approval"] = Field(
+        default="question", description="With buttons: 'approval' when asking for permission."
     )
     final: bool = Field(default=False, description="True ends the turn after this message.")
     important: bool = Field(
         default=False, description="True raises a notification (for background work)."
     )
-    kind: Literal["message"] = "message"
+
+    @model_validator(mode="after")
+    def _one_kind_of_question(self) -> SendToUserArgs:
+        if self.buttons and self.draft is not None:
+            raise ValueError("give buttons or a draft, not both; ask one thing at a time")
+        values = [b.value for b in self.buttons]
+        if len(set(values)) != len(values):
+            raise ValueError("every button needs its own value")
+        return self
+
+
+def _waiting_label(args: SendToUserArgs) -> str:
+    if args.draft is not None:
+        return "waiting for you to review a draft"
+    return "waiting for your approval" if args.ask == "approval" else "waiting for your answer"
+
+
+def _attach(paths: list[str], ctx: ToolContext) -> list[dict[str, Any]] | str:
+    """Copy each file into the blob store; a problem comes back as a message for the agent."""
+    home = ctx.home.resolve()
+    attached = []
+    for given in paths:
+        relative = PurePosixPath(given)
+        if relative.is_absolute():
+            relative = relative.relative_to("/")
+        path = (home / relative).resolve()
+        if not path.is_relative_to(home):
+            return f"{given!r} is outside your home folder; attach files from inside it."
+        if not path.is_file():
+            return f"{given!r} does not exist in your home folder; write the file first."
+        size = path.stat().st_size
+        if size > ctx.max_attachment_bytes:
+            return (
+                f"{given!r} is {size:,} bytes; the limit is {ctx.max_attachment_bytes:,}. "
+                "Compress it or send a smaller excerpt."
+            )
+        content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        attached.append(
+            {
+                "name": path.name,
+                "blob": put_file(ctx.blob_dir, path),
+                "size": size,
+                "content_type": content_type,
+            }
+        )
+    return attached
 
 
 async def _send_to_user(args: SendToUserArgs, ctx: ToolContext) -> ToolResult:
+    files = await asyncio.to_thread(_attach, args.files, ctx)
+    if isinstance(files, str):
+        return ToolResult(f"Nothing was sent: {files}", is_error=True)
     controls: dict[str, object] = {}
     if args.buttons:
-        controls["buttons"] = [b.model_dump() for b in args.buttons]
-    if args.draft is not None:
-        controls["draft"] = args.draft
-    meta = {"files": args.files, "controls": controls, "important": args.important}
+        controls = {"buttons": [b.model_dump() for b in args.buttons], "ask": args.ask}
+    elif args.draft is not None:
+        controls = {"draft": args.draft}
+    meta = {"files": files, "controls": controls, "important": args.important}
+    waiting = _waiting_label(args) if controls else ""
 
-    def deliver() -> int:
+    def deliver() -> tuple[str, int]:
         with ctx.database.write() as session:
-            return deliver_to_user(
+            message = deliver_to_user(
                 session,
                 ctx.conversation_id,
                 key=f"out:{ctx.turn_id}:{ctx.call_id}",
                 body=args.text,
                 turn_id=ctx.turn_id,
                 meta=meta,
-            ).seq
+            )
+            if waiting:
+                wait_for_answer(session, ctx.turn_id, message.id, waiting)
+            return message.id, message.seq
 
-    seq = await asyncio.to_thread(deliver)
+    message_id, seq = await asyncio.to_thread(deliver)
+    if waiting:
+        return ToolResult(
+            f"Delivered to the user (message #{seq}).",
+            ends_turn=args.final,
+            meta={"ask": {"message_id": message_id}},
+        )
     return ToolResult(f"Delivered to the user (message #{seq}).", ends_turn=args.final)
+
+
+def answer_for_agent(answer: dict[str, Any] | None, waited: str) -> str:
+    """The answer to a question as the agent reads it (the result of its send_to_user call)."""
+    if answer is None:
+        return (
+            f"No answer after {waited}; the question is closed. Go on without it, "
+            "or ask again later if it still matters."
+        )
+    if "value" in answer:
+        return f"The user clicked {answer['label']!r} (value: {answer['value']!r})."
+    if answer.get("action") == "send":
+        return f"The user chose Send. The final text of the draft:\n{answer['text']}"
+    return "The user discarded the draft. Do not send it."
+
+
+def home_of(homes_dir: Path, owner_id: str) -> Path:
+    """The owner's home folder (created on first use)."""
+    home = homes_dir / owner_id
+    home.mkdir(parents=True, exist_ok=True)
+    return home
 
 
 SEND_TO_USER = Tool(
     name="send_to_user",
     summary="Show the user a message (markdown, files, buttons or a draft); your only visible "
-    "output. final=true ends the turn.",
+    "output. Buttons or a draft wait for the answer. final=true ends the turn.",
     effect="write",
     arguments=SendToUserArgs,
     run=_send_to_user,
+    activity="writing to you",
 )

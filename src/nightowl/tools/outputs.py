@@ -55,4 +55,5 @@ READ_OUTPUT = Tool(
     effect="read",
     arguments=ReadOutputArgs,
     run=_read_output,
+    activity="reading a tool's output",
 )

@@ -27,6 +27,9 @@ class ToolContext:
     owner_id: str
     turn_id: str
     call_id: str
+    # The owner's files (the home of their computer); attachments are read from here.
+    home: Path
+    max_attachment_bytes: int = 25 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ class Tool:
     effect: Effect
     arguments: type[BaseModel]
     run: Callable[[Any, ToolContext], Awaitable[ToolResult]]
+    # What the owner sees while it runs ("reading a web page"); never the model's own words.
+    activity: str = "working"
 
     def spec(self) -> ToolSpec:
         """The tool as a model sees it once loaded."""

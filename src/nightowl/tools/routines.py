@@ -71,4 +71,5 @@ CREATE_ROUTINE = Tool(
     effect="write",
     arguments=CreateRoutineArgs,
     run=_create_routine,
+    activity="setting up a routine",
 )

@@ -33,4 +33,5 @@ SET_TIMER = Tool(
     effect="write",
     arguments=SetTimerArgs,
     run=_set_timer,
+    activity="setting a timer",
 )

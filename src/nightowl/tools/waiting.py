@@ -26,4 +26,5 @@ WAIT = Tool(
     effect="read",
     arguments=WaitArgs,
     run=_wait,
+    activity="waiting",
 )

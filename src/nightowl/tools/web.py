@@ -76,4 +76,5 @@ def web_fetch_tool(allow_private: bool) -> Tool:
         effect="read",
         arguments=WebFetchArgs,
         run=fetch,
+        activity="reading a web page",
     )

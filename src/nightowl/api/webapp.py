@@ -1,0 +1,50 @@
+"""The browser client: static files from `nightowl/web`, served with a strict content policy."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse
+
+from nightowl.store.errors import NotFound
+
+WEB_DIR = Path(__file__).resolve().parent.parent / "web"
+_ASSET = re.compile(r"^[a-z0-9-]+\.(js|css|svg|webmanifest)$")
+_TYPES = {
+    "js": "text/javascript",
+    "css": "text/css",
+    "svg": "image/svg+xml",
+    "webmanifest": "application/manifest+json",
+}
+# No inline script or style, nothing from other origins: injected markup could not run even
+# if it ever reached the page.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
+        "connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+routes = APIRouter(include_in_schema=False)
+
+
+@routes.get("/")
+def index() -> FileResponse:
+    """The app's page (the token arrives in the URL fragment, which never reaches a server)."""
+    return FileResponse(WEB_DIR / "index.html", media_type="text/html", headers=SECURITY_HEADERS)
+
+
+@routes.get("/app/{name}")
+def asset(name: str) -> FileResponse:
+    """A script, style sheet or icon of the app."""
+    match = _ASSET.match(name)
+    path = WEB_DIR / name
+    if match is None or not path.is_file():
+        raise NotFound(f"no app file {name!r}")
+    return FileResponse(path, media_type=_TYPES[match.group(1)], headers=SECURITY_HEADERS)

@@ -1,0 +1,97 @@
+"""Playwright driving Debian's Chromium against a real `nightowl serve` process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+
+from tests.server import ServerProcess
+
+ARTIFACTS = Path(os.environ.get("NIGHTOWL_ARTIFACTS", Path(__file__).parents[2] / "artifacts"))
+# As root, in a container with a closed network: no sandbox, and no background connections.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+
+def chromium_path() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        raise RuntimeError("Debian's chromium is missing; `make test` installs it")
+    return path
+
+
+@pytest.fixture(scope="session")
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    launched = playwright.chromium.launch(
+        executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS
+    )
+    yield launched
+    launched.close()
+
+
+@pytest.fixture
+def contexts(browser: Browser) -> Iterator[Callable[..., BrowserContext]]:
+    """Make browser contexts (separate devices: own storage, own connections)."""
+    made: list[BrowserContext] = []
+
+    def make(**options: Any) -> BrowserContext:
+        context = browser.new_context(**options)
+        context.set_default_timeout(15_000)
+        made.append(context)
+        return context
+
+    yield make
+    for context in made:
+        context.close()
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """Start servers (stopped at the end of the test)."""
+    started: list[ServerProcess] = []
+
+    def start(model: str = "none", **kwargs: Any) -> ServerProcess:
+        server = ServerProcess(tmp_path / f"data{len(started)}", model=model, **kwargs)
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def open_app(context: BrowserContext, server: ServerProcess, conversation_id: str) -> Page:
+    """A page signed in through the link `make run` prints, on one conversation."""
+    page = context.new_page()
+    page.goto(f"{server.url}/#token={server.token}")
+    page.wait_for_selector("#connection[data-state=live]")
+    page.goto(f"{server.url}/#c={conversation_id}")
+    page.wait_for_selector("#composer:not([hidden])")
+    return page
+
+
+def start_conversation(server: ServerProcess) -> str:
+    with server.client() as http:
+        created = http.post("/v1/conversations", json={"kind": "direct"})
+        assert created.status_code == 201, created.text
+        return str(created.json()["id"])
