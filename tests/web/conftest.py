@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_
 
 from tests.server import ServerProcess
 
-ARTIFACTS = Path(os.environ.get("NIGHTOWL_ARTIFACTS", Path(__file__).parents[2] / "artifacts"))
+ARTIFACTS = Path(os.environ.get("NIGHTOWL_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts"))
 # As root, in a container with a closed network: no sandbox, and no background connections.
 CHROMIUM_ARGS = [
     "--no-sandbox",

@@ -30,6 +30,7 @@ from nightowl.store.conversations import (
     mark_read,
     messages_after,
     previews,
+    title_if_untitled,
     unread_counts,
 )
 from nightowl.store.questions import answer_question, question_states
@@ -131,6 +132,9 @@ def send_message(
     )
     if accepted.duplicate:
         response.status_code = 200
+    elif not conversation.title:
+        with database_of(request).write() as session:
+            title_if_untitled(session, conversation.id, body.text)
     return MessageOut.of(accepted.message)
 
 

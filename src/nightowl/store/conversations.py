@@ -279,3 +279,14 @@ def previews(session: Session, conversations: list[ConversationInfo]) -> dict[st
             line = body.strip().splitlines()[0] if body.strip() else ""
             found[info.id] = line[:140]
     return found
+
+
+def title_if_untitled(session: Session, conversation_id: str, text: str) -> None:
+    """Name an untitled conversation after its first line (as chat apps do)."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    title = line if len(line) <= 80 else line[:79].rstrip() + "…"
+    session.execute(
+        update(Conversation)
+        .where(Conversation.id == conversation_id, Conversation.title == "")
+        .values(title=title)
+    )

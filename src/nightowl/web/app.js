@@ -89,8 +89,12 @@ function signOut() {
 
 // ---------- conversation list ----------
 
+function plain(text) {
+  return (text || "").replace(/[*_`~#>]+/g, "").trim();
+}
+
 function conversationLabel(c) {
-  return c.title || c.preview || "New conversation";
+  return c.title || plain(c.preview) || "New conversation";
 }
 
 function renderList() {
@@ -105,7 +109,7 @@ function renderList() {
       b.dataset.id = c.id;
       if (c.id === state.current) b.setAttribute("aria-current", "true");
       const title = el("span", "title", conversationLabel(c));
-      const sub = el("span", "sub", c.activity ? `working: ${c.activity}` : c.preview || "");
+      const sub = el("span", "sub", c.activity ? `working: ${c.activity}` : plain(c.preview));
       b.append(title, sub);
       if (c.unread > 0 && c.id !== state.current) {
         const badge = el("span", "unread", String(c.unread));
@@ -685,7 +689,8 @@ function init() {
     }
   });
   document.addEventListener("keydown", (event) => {
-    if (event.key === "Escape" && document.body.classList.contains("has-conversation")) {
+    const narrow = window.matchMedia("(max-width: 719px)").matches;
+    if (event.key === "Escape" && narrow && document.body.classList.contains("has-conversation")) {
       if (document.activeElement?.classList.contains("draft")) return;
       window.location.hash = "";
     }
