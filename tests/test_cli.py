@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from nightowl.channels.terminal import render
 from tests.server import NIGHTOWL, ServerProcess, write_script
 
 
@@ -135,3 +136,63 @@ def test_chat_sends_shows_replies_and_catches_up_after_a_server_restart(tmp_path
     finally:
         chat.kill()
         server.stop()
+
+
+@pytest.mark.slow
+def test_chat_shows_choices_and_answers_them_with_a_command(tmp_path: Path) -> None:
+    ask = {
+        "name": "send_to_user",
+        "arguments": {
+            "text": "Pay the Acme invoice?",
+            "buttons": [{"label": "Pay", "value": "pay"}, {"label": "Not now", "value": "no"}],
+            "ask": "approval",
+        },
+    }
+    done = {"name": "send_to_user", "arguments": {"text": "Paid.", "final": True}}
+    model = write_script(tmp_path / "script.json", [{"tool_calls": [ask]}, {"tool_calls": [done]}])
+    server = ServerProcess(tmp_path / "data", model=model).start()
+    chat = subprocess.Popen(
+        [NIGHTOWL, "chat", "--url", server.url, "--token", server.token],
+        env=server.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = _reader(chat)
+        _expect(lines, "conversation conv_")
+        assert chat.stdin is not None
+        chat.stdin.write("deal with the invoice\n")
+        chat.stdin.flush()
+        seen = _expect(lines, "(answer with /answer 2 N)")
+        assert "[2] nightowl: Pay the Acme invoice?" in seen
+        assert "    [1] Pay  [2] Not now" in seen
+        chat.stdin.write("/answer 2 7\n/answer 2 1\n")
+        chat.stdin.flush()
+        seen = _expect(lines, "[4] nightowl: Paid.")
+        assert "(not sent: pick a choice by its number, 1 to 2: /answer 2 1)" in seen
+        assert "[3] you: Pay" in seen
+    finally:
+        chat.kill()
+        server.stop()
+
+
+def test_chat_renders_files_drafts_and_outside_text_as_text() -> None:
+    message = {
+        "seq": 7,
+        "role": "agent",
+        "trust": "agent",
+        "body": "Reply to Sam:",
+        "important": True,
+        "files": [{"name": "a.png", "size": 10, "url": "/v1/conversations/c/messages/m/files/0"}],
+        "controls": {"state": "open", "draft": "Hi Sam,\nTuesday works.", "buttons": []},
+    }
+    assert render(message, "http://h:1").splitlines() == [
+        "[7] nightowl: (!) Reply to Sam:",
+        "    file: a.png (10 bytes) http://h:1/v1/conversations/c/messages/m/files/0",
+        "    | Hi Sam,",
+        "    | Tuesday works.",
+        "    (/send 7 to send it, /send 7 <new text> to change it, /discard 7)",
+    ]
+    outside = {"seq": 8, "role": "user", "trust": "untrusted", "body": "<b>hi</b>"}
+    assert render(outside) == "[8] them (untrusted): <b>hi</b>"

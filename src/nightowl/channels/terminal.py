@@ -2,7 +2,9 @@
 
 Each message gets a client id before the first attempt and keeps it across retries; the
 client follows change notifications, fetches what is new after the last seq it has, and
-catches up by itself after a lost connection or a server restart.
+catches up by itself after a lost connection or a server restart. It shows the same message
+kinds as the web app, as text: attachments (with their download address), buttons and drafts
+(answered with `/answer`, `/send` and `/discard`), and what the agent is doing.
 """
 
 from __future__ import annotations
@@ -40,7 +42,10 @@ class TerminalChat:
             timeout=httpx.Timeout(10.0, read=30.0),
         )
         self._out = out
+        self._base_url = base_url.rstrip("/")
         self._last_seq = 0
+        self._activity = ""
+        self.messages: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.conversation_id = conversation_id or self._start_conversation()
@@ -59,15 +64,12 @@ class TerminalChat:
         created = self._request("POST", "/v1/conversations", json={"kind": "direct"})
         return str(created["id"])
 
-    def send(self, text: str) -> dict[str, Any]:
-        """Send one message; network failures are retried with the same client id."""
-        client_id = f"cli-{uuid.uuid4().hex}"
-        path = f"/v1/conversations/{self.conversation_id}/messages"
+    def _post_with_retries(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        # One client id for every attempt: the server keeps the first and returns it again.
+        body = {"client_id": f"cli-{uuid.uuid4().hex}", **body}
         for attempt, delay in enumerate((*RETRY_DELAYS, None)):
             try:
-                sent: dict[str, Any] = self._request(
-                    "POST", path, json={"client_id": client_id, "text": text}
-                )
+                sent: dict[str, Any] = self._request("POST", path, json=body)
                 return sent
             except httpx.TransportError:
                 if delay is None:
@@ -75,6 +77,42 @@ class TerminalChat:
                 self._print(f"(send failed, retrying {attempt + 1}/{len(RETRY_DELAYS)} …)")
                 time.sleep(delay)
         raise AssertionError("unreachable")
+
+    def send(self, text: str) -> dict[str, Any]:
+        """Send one message; network failures are retried with the same client id."""
+        return self._post_with_retries(
+            f"/v1/conversations/{self.conversation_id}/messages", {"text": text}
+        )
+
+    def answer(self, seq: int, answer: dict[str, Any]) -> dict[str, Any]:
+        """Answer the question shown as message `seq` (retried like a message)."""
+        question = self.messages.get(seq)
+        if question is None or not question.get("controls"):
+            raise ChatError(f"message [{seq}] asks nothing; answer a message with choices")
+        path = f"/v1/conversations/{self.conversation_id}/messages/{question['id']}/answer"
+        return self._post_with_retries(path, answer)
+
+    def command(self, line: str) -> None:
+        """Run `/answer SEQ N`, `/send SEQ [text]` or `/discard SEQ`."""
+        parts = line.split(maxsplit=2)
+        name = parts[0]
+        if name not in ("/answer", "/send", "/discard") or len(parts) < 2:
+            raise ChatError("commands: /answer SEQ N · /send SEQ [edited text] · /discard SEQ")
+        try:
+            seq = int(parts[1])
+        except ValueError:
+            raise ChatError(f"{parts[1]!r} is not a message number like 12") from None
+        if name == "/answer":
+            buttons = (self.messages.get(seq, {}).get("controls") or {}).get("buttons") or []
+            if len(parts) < 3 or not parts[2].isdigit() or not 1 <= int(parts[2]) <= len(buttons):
+                raise ChatError(
+                    f"pick a choice by its number, 1 to {len(buttons)}: /answer {seq} 1"
+                )
+            self.answer(seq, {"value": buttons[int(parts[2]) - 1]["value"]})
+        elif name == "/send":
+            self.answer(seq, {"action": "send", **({"text": parts[2]} if len(parts) > 2 else {})})
+        else:
+            self.answer(seq, {"action": "discard"})
 
     def catch_up(self) -> None:
         """Fetch and print every message after the last one shown."""
@@ -86,7 +124,8 @@ class TerminalChat:
                     params={"after": self._last_seq},
                 )
                 for message in page["messages"]:
-                    self._print(render(message))
+                    self.messages[message["seq"]] = message
+                    self._print(render(message, self._base_url))
                     self._last_seq = message["seq"]
                 if self._last_seq >= page["last_seq"] or not page["messages"]:
                     return
@@ -106,7 +145,11 @@ class TerminalChat:
                         if not line.startswith("data:"):
                             continue
                         change = json.loads(line[5:])
-                        if change.get("conversation_id") == self.conversation_id:
+                        if change.get("conversation_id") != self.conversation_id:
+                            continue
+                        if change.get("kind") == "activity":
+                            self.show_activity()
+                        else:
                             self.catch_up()
             except (httpx.TransportError, ChatError) as error:
                 if on_error is not None:
@@ -114,6 +157,13 @@ class TerminalChat:
             if self._stop.wait(RETRY_DELAYS[min(delay_index, len(RETRY_DELAYS) - 1)]):
                 return
             delay_index += 1
+
+    def show_activity(self) -> None:
+        """Print what the agent is doing when that changes (never its private text)."""
+        activity = self._request("GET", f"/v1/conversations/{self.conversation_id}")["activity"]
+        if activity and activity != self._activity:
+            self._print(f"(nightowl is {activity}…)")
+        self._activity = activity
 
     def _print(self, line: str) -> None:
         print(line, file=self._out, flush=True)
@@ -124,12 +174,34 @@ class TerminalChat:
         self._http.close()
 
 
-def render(message: dict[str, Any]) -> str:
-    """One message as terminal text."""
+def render(message: dict[str, Any], base_url: str = "") -> str:
+    """One message as terminal text, with its files and choices."""
     who = {"user": "you" if message.get("trust") == "owner" else "them", "agent": "nightowl"}.get(
         message["role"], message["role"]
     )
-    return f"[{message['seq']}] {who}: {message['body']}"
+    if message.get("trust") == "untrusted":
+        who += " (untrusted)"
+    flag = "(!) " if message.get("important") else ""
+    seq = message["seq"]
+    lines = [f"[{seq}] {who}: {flag}{message['body']}"]
+    for attached in message.get("files") or []:
+        lines.append(
+            f"    file: {attached['name']} ({attached['size']} bytes) {base_url}{attached['url']}"
+        )
+    controls = message.get("controls")
+    if controls:
+        if controls.get("buttons"):
+            choices = "  ".join(
+                f"[{n}] {b['label']}" for n, b in enumerate(controls["buttons"], start=1)
+            )
+            lines.append(f"    {choices}")
+            how = f"answer with /answer {seq} N"
+        else:
+            lines.extend(f"    | {line}" for line in str(controls.get("draft", "")).splitlines())
+            how = f"/send {seq} to send it, /send {seq} <new text> to change it, /discard {seq}"
+        state = controls.get("state")
+        lines.append(f"    ({how})" if state == "open" else f"    ({state})")
+    return "\n".join(lines)
 
 
 def run_chat(base_url: str, token: str, conversation_id: str | None) -> int:
@@ -141,11 +213,15 @@ def run_chat(base_url: str, token: str, conversation_id: str | None) -> int:
     try:
         for line in sys.stdin:
             text = line.rstrip("\n")
-            if text.strip():
-                try:
+            if not text.strip():
+                continue
+            try:
+                if text.startswith("/"):
+                    chat.command(text.strip())
+                else:
                     chat.send(text)
-                except (ChatError, httpx.TransportError) as error:
-                    print(f"(not sent: {error})", flush=True)
+            except (ChatError, httpx.TransportError) as error:
+                print(f"(not sent: {error})", flush=True)
     except KeyboardInterrupt:
         pass
     finally:
