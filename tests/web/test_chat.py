@@ -185,3 +185,73 @@ def test_missed_notifications_are_noticed_and_the_gap_is_fetched(
         assert fake.connections == 1  # caught up through the gap, not by reconnecting
     finally:
         fake.close()
+
+
+def test_an_unsent_message_survives_a_reload_and_a_refused_one_stays_with_its_reason(
+    serve: Callable[..., ServerProcess], contexts: Callable[..., BrowserContext]
+) -> None:
+    server = serve(env={"NIGHTOWL_MAX_MESSAGE_CHARS": "40"})
+    conversation = start_conversation(server)
+    page = open_app(contexts(), server, conversation)
+    composer = page.get_by_role("textbox", name="Message")
+
+    page.route(
+        "**/v1/conversations/*/messages",
+        lambda route: (
+            route.abort("internetdisconnected")
+            if route.request.method == "POST"
+            else route.continue_()
+        ),
+    )
+    composer.fill("written on the train")
+    composer.press("Enter")
+    expect(page.locator("li.pending")).to_contain_text("not sent yet — retrying")
+    page.reload()
+    page.wait_for_selector("#connection[data-state=live]")
+    expect(page.locator("li.pending")).to_contain_text("written on the train")
+    page.unroute("**/v1/conversations/*/messages")
+    page.locator("li.pending").get_by_role("button", name="Retry").click()
+    expect(page.locator("li.msg.own:not(.pending)")).to_contain_text("written on the train")
+    assert _bodies(server, conversation) == ["written on the train"]
+
+    composer.fill("this message is far too long for the limit set on this server")
+    composer.press("Enter")
+    refused = page.locator("li.pending.failed")
+    expect(refused).to_contain_text("not sent")
+    expect(refused).to_contain_text("the limit is 40")
+    expect(refused.get_by_role("button", name="Retry")).to_be_visible()
+    refused.get_by_role("button", name="Discard").click()
+    expect(page.locator("li.pending")).to_have_count(0)
+    assert _bodies(server, conversation) == ["written on the train"]
+
+
+def test_the_app_is_usable_with_the_keyboard_alone(
+    tmp_path: Path, serve: Callable[..., ServerProcess], contexts: Callable[..., BrowserContext]
+) -> None:
+    ask = {
+        "name": "send_to_user",
+        "arguments": {
+            "text": "Which day?",
+            "buttons": [{"label": "Monday", "value": "mon"}, {"label": "Friday", "value": "fri"}],
+        },
+    }
+    done = {"name": "send_to_user", "arguments": {"text": "Friday it is.", "final": True}}
+    model = write_script(tmp_path / "s.json", [{"tool_calls": [ask]}, {"tool_calls": [done]}])
+    server = serve(model)
+    conversation = start_conversation(server)
+    page = open_app(contexts(), server, conversation)
+
+    page.keyboard.press("Tab")
+    for _ in range(12):
+        if page.evaluate("document.activeElement.id") == "composer-input":
+            break
+        page.keyboard.press("Tab")
+    page.keyboard.type("plan the offsite")
+    page.keyboard.press("Enter")
+    friday = page.get_by_role("button", name="Friday")
+    expect(friday).to_be_enabled()
+    page.get_by_role("button", name="Monday").focus()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Friday"
+    page.keyboard.press("Enter")
+    expect(page.locator("li.msg.agent", has_text="Friday it is.")).to_have_count(1)
