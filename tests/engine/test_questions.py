@@ -88,7 +88,7 @@ def test_the_wait_outlives_a_sigkill_and_the_answer_resumes_the_turn_once(
         wait_for(lambda: any(m["body"] == "Paid Acme." for m in _messages(client, conversation)))
         bodies = [m["body"] for m in _messages(client, conversation)]
         assert bodies == ["deal with the Acme invoice", question["body"], "Pay", "Paid Acme."]
-        assert rows(database_url, "SELECT status FROM turns") == [("done",)]
+        wait_for(lambda: rows(database_url, "SELECT status FROM turns") == [("done",)])
         assert _question(client, conversation)["controls"]["state"] == "answered"  # type: ignore[index]
     finally:
         client.close()
@@ -202,8 +202,12 @@ def test_a_new_message_from_the_owner_closes_an_open_question(
             json={"client_id": "late", "value": "pay"},
         )
         assert late.status_code == 409
-        statuses = rows(database_url, "SELECT status FROM turns ORDER BY created_at")
-        assert statuses == [("interrupted",), ("done",)]
+        wait_for(
+            lambda: (
+                rows(database_url, "SELECT status FROM turns ORDER BY created_at")
+                == [("interrupted",), ("done",)]
+            )
+        )
     finally:
         client.close()
         server.stop()

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import BrowserContext, expect
 
 from tests.e2e.store_view import rows
-from tests.server import ServerProcess, write_script
+from tests.server import ServerProcess, wait_for, write_script
 from tests.web.conftest import ARTIFACTS, open_app, start_conversation
 
 pytestmark = pytest.mark.slow
@@ -77,7 +77,7 @@ def test_an_approval_clicked_in_the_page_resumes_the_waiting_turn_once(
     assert again.status_code == 409
     assert "already answered" in again.json()["error"]["message"]
     url = f"sqlite:///{server.data_dir / 'nightowl.db'}"
-    assert rows(url, "SELECT status FROM turns") == [("done",)]
+    wait_for(lambda: rows(url, "SELECT status FROM turns") == [("done",)])
     results = [
         payload
         for (payload,) in rows(url, "SELECT payload FROM transcript_entries ORDER BY id")
