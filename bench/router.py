@@ -1,7 +1,11 @@
 """The router on one process: ingest rate, trigger → first model request, preemption latency.
 
-- ingest_per_s: signed webhook deliveries (one in five a duplicate) from 8 concurrent clients;
-  each is verified, deduped, stored and its turn enqueued.
+- ingest_per_s: triggers through the router's entry point inside one running server process
+  (the app's own services: store, DBOS engine, turns answering meanwhile), from 8 threads over
+  8 webhook conversations, one in five a duplicate delivery; each is deduped, stored and its
+  turn enqueued. Checked afterwards: one stored message per distinct trigger.
+- ingest_http_per_s: the same as signed webhook deliveries over HTTP from 8 client threads on
+  the same two cores (HMAC check, FastAPI, uvicorn and the client's own CPU included).
 - trigger_to_model: an owner's direct message's `created_at` to the start of the first model
   call of its turn (scripted model, zero delay), both stamped by the server.
 - preempt: the owner's correction sent → the running turn (in a 30 s tool) marked stopped.
@@ -19,10 +23,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
 from sqlalchemy import create_engine, text
+from tests.server import free_port
 
 from common import BACKENDS, ServerProcess, fresh_database, percentile, wait_for, write_script
+from nightowl.app import start_services, stop_services
 from nightowl.channels.webhooks import sign
+from nightowl.config import Settings
+from nightowl.router.priority import Priority
+from nightowl.router.router import IncomingMessage
+from nightowl.store.conversations import create_conversation
 
 INGEST_SECONDS = 6.0
 LATENCY_ROUNDS = 30
@@ -33,7 +44,7 @@ def _at(value: Any) -> float:
     return (datetime.fromisoformat(value) if isinstance(value, str) else value).timestamp()
 
 
-def ingest(server: ServerProcess) -> float:
+def ingest_http(server: ServerProcess) -> float:
     with server.client() as client:
         hook = client.post("/v1/hooks", json={"name": "bench"}).json()
     deadline = time.monotonic() + INGEST_SECONDS
@@ -63,6 +74,60 @@ def ingest(server: ServerProcess) -> float:
     with ThreadPoolExecutor(max_workers=8) as pool:
         counts = list(pool.map(sender, range(8)))
     return sum(counts) / (time.monotonic() - started)
+
+
+def ingest_in_process(url: str, folder: Path, model: str) -> float:
+    settings = Settings(
+        data_dir=folder / "in-process",
+        database_url=url if url.startswith("postgresql") else None,
+        model=model,
+        port=free_port(),
+    )
+    app = FastAPI()
+    start_services(app, settings)
+    try:
+        database = app.state.database
+        router = app.state.router
+        with database.read() as session:
+            owner = session.execute(text("SELECT id FROM users")).scalar_one()
+        with database.write() as session:
+            conversations = [
+                create_conversation(session, owner, kind="group", channel="webhook").id
+                for _ in range(8)
+            ]
+        deadline = time.monotonic() + INGEST_SECONDS
+
+        def sender(worker: int) -> tuple[int, set[str]]:
+            sent, keys = 0, set()
+            while time.monotonic() < deadline:
+                event = f"{worker}-{sent - sent % 5 if sent % 5 == 4 else sent}"  # 1 in 5 repeats
+                keys.add(event)
+                router.accept(
+                    IncomingMessage(
+                        source="webhook",
+                        idempotency_key=event,
+                        conversation_id=conversations[worker],
+                        text=json.dumps({"event": event}),
+                        trust="untrusted",
+                        priority=Priority.WEBHOOK,
+                    )
+                )
+                sent += 1
+            return sent, keys
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(sender, range(8)))
+        rate = sum(sent for sent, _ in results) / (time.monotonic() - started)
+        with database.read() as session:
+            stored = session.execute(
+                text("SELECT COUNT(*) FROM messages WHERE role = 'user'")
+            ).scalar_one()
+        distinct = sum(len(keys) for _, keys in results)
+        assert stored == distinct, f"{stored} messages stored for {distinct} distinct triggers"
+        return rate
+    finally:
+        stop_services(app)
 
 
 def trigger_to_model(server: ServerProcess, engine: Any) -> list[float]:
@@ -133,10 +198,12 @@ def measure(backend: str, folder: Path) -> dict[str, float]:
     ]
     with fresh_database(backend, folder) as url:
         engine = create_engine(url)
-        server = ServerProcess(folder / "a", url, model=write_script(folder / "a.json", answer))
+        model = write_script(folder / "a.json", answer)
+        rate = ingest_in_process(url, folder, model)
+        server = ServerProcess(folder / "a", url, model=model)
         server.start()
         try:
-            rate = ingest(server)
+            rate_http = ingest_http(server)
             to_model = trigger_to_model(server, engine)
         finally:
             server.stop()
@@ -149,6 +216,7 @@ def measure(backend: str, folder: Path) -> dict[str, float]:
             engine.dispose()
     return {
         "ingest_per_s": round(rate, 1),
+        "ingest_http_per_s": round(rate_http, 1),
         "trigger_to_model_p50_ms": round(percentile(to_model, 50), 2),
         "trigger_to_model_p95_ms": round(percentile(to_model, 95), 2),
         "preempt_p50_ms": round(percentile(preempt, 50), 2),

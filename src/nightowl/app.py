@@ -36,7 +36,7 @@ from nightowl.tools.builtin import builtin_registry
 log = logging.getLogger(__name__)
 
 
-def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
+def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     """Everything that must be ready before the first request (runs off the event loop)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     database = Database(settings.store_url)
@@ -86,7 +86,7 @@ def _start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     return engine
 
 
-def _stop_services(app: FastAPI) -> None:
+def stop_services(app: FastAPI) -> None:
     app.state.engine.shutdown()
     app.state.changes.stop()
     app.state.database.dispose()
@@ -128,7 +128,7 @@ def build_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = await asyncio.to_thread(_start_services, app, settings)
+        engine = await asyncio.to_thread(start_services, app, settings)
         background = [
             asyncio.create_task(
                 Heartbeat(settings, app.state.database, engine, app.state.metrics).run()
@@ -143,7 +143,7 @@ def build_app(settings: Settings) -> FastAPI:
                 task.cancel()
                 with suppress(asyncio.CancelledError):
                     await task
-            await asyncio.to_thread(_stop_services, app)
+            await asyncio.to_thread(stop_services, app)
 
     app = FastAPI(title="nightowl", version=__version__, lifespan=lifespan)
     install_error_handlers(app)

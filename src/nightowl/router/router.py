@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -53,6 +54,25 @@ class ConversationQueue(Protocol):
         """Stop these running turns at once (the owner cut in)."""
 
 
+def _claim_key(dialect: Any) -> Any:
+    # The trigger row goes in first: a key seen before inserts nothing (no exception, no
+    # extra read on the path of a new trigger), and a concurrent insert of the same key waits
+    # for the other transaction, then inserts nothing.
+    return (
+        dialect.insert(Trigger)
+        .on_conflict_do_nothing(index_elements=[Trigger.source, Trigger.idempotency_key])
+        .returning(Trigger.id)
+    )
+
+
+_CLAIM_KEY = {"sqlite": _claim_key(sqlite), "postgresql": _claim_key(postgresql)}
+_SEEN = (
+    select(*(getattr(Message, f) for f in MessageInfo.__dataclass_fields__))
+    .join(Trigger, Trigger.message_id == Message.id)
+    .where(Trigger.source == bindparam("source"), Trigger.idempotency_key == bindparam("key"))
+)
+
+
 class Router:
     """Turns triggers into stored messages and queued turns, each exactly once."""
 
@@ -65,10 +85,26 @@ class Router:
 
     def accept(self, incoming: IncomingMessage) -> Accepted:
         """Store the message once (a repeated key returns the original) and wake the queue."""
+        message_id = new_id("msg")
         try:
             with self._database.write() as session:
-                seen = self._seen(session, incoming)
-                if seen is not None:
+                connection = session.connection()
+                claimed = connection.execute(
+                    _CLAIM_KEY[connection.dialect.name],
+                    {
+                        "id": new_id("trg"),
+                        "source": incoming.source,
+                        "idempotency_key": incoming.idempotency_key,
+                        "conversation_id": incoming.conversation_id,
+                        "message_id": message_id,
+                        "received_at": utcnow(),
+                        "status": "accepted",
+                    },
+                ).first()
+                if claimed is None:
+                    seen = self._seen(session, incoming)
+                    if seen is None:
+                        raise RuntimeError(f"trigger {incoming.idempotency_key!r} has no message")
                     return Accepted(seen, duplicate=True)
                 message = append_message(
                     session,
@@ -78,20 +114,7 @@ class Router:
                     trust=incoming.trust,
                     author_id=incoming.author_id,
                     client_id=incoming.client_id,
-                )
-                session.execute(
-                    insert(Trigger),
-                    [
-                        {
-                            "id": new_id("trg"),
-                            "source": incoming.source,
-                            "idempotency_key": incoming.idempotency_key,
-                            "conversation_id": incoming.conversation_id,
-                            "message_id": message.id,
-                            "received_at": utcnow(),
-                            "status": "accepted",
-                        }
-                    ],
+                    message_id=message_id,
                 )
                 turn, created = queue_turn(
                     session, incoming.conversation_id, incoming.priority, already_locked=True
@@ -99,7 +122,7 @@ class Router:
                 urgent = incoming.priority == Priority.OWNER_DIRECT
                 cut = running_turn_ids(session, incoming.conversation_id) if urgent else []
         except IntegrityError:
-            # A concurrent delivery of the same trigger won the race; answer with its message.
+            # The same client id under another key (a client reusing its ids): the original.
             with self._database.read() as session:
                 seen = self._seen(session, incoming)
             if seen is None:
@@ -126,12 +149,9 @@ class Router:
 
     @staticmethod
     def _seen(session: Session, incoming: IncomingMessage) -> MessageInfo | None:
-        row = session.execute(
-            select(*(getattr(Message, f) for f in MessageInfo.__dataclass_fields__))
-            .join(Trigger, Trigger.message_id == Message.id)
-            .where(
-                Trigger.source == incoming.source,
-                Trigger.idempotency_key == incoming.idempotency_key,
-            )
-        ).first()
+        row = (
+            session.connection()
+            .execute(_SEEN, {"source": incoming.source, "key": incoming.idempotency_key})
+            .first()
+        )
         return None if row is None else MessageInfo(**row._asdict())

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.changes import Change, record_change
@@ -163,6 +163,15 @@ def find_by_client_id(session: Session, conversation_id: str, client_id: str) ->
     return None if row is None else message_info(row)
 
 
+_BUMP_SEQ = (
+    update(Conversation)
+    .where(Conversation.id == bindparam("conversation_id"))
+    .values(last_seq=Conversation.last_seq + 1, updated_at=bindparam("now"))
+    .returning(Conversation.last_seq, Conversation.owner_id)
+)
+_INSERT_MESSAGE = insert(Message)
+
+
 def append_message(
     session: Session,
     conversation_id: str,
@@ -174,6 +183,7 @@ def append_message(
     client_id: str | None = None,
     turn_id: str | None = None,
     meta: dict[str, Any] | None = None,
+    message_id: str | None = None,
 ) -> MessageInfo:
     """Add a message at the conversation's next `seq` and announce it after commit.
 
@@ -185,17 +195,17 @@ def append_message(
     if trust not in TRUST_LEVELS:
         raise Invalid(f"trust must be one of {', '.join(TRUST_LEVELS)}, not {trust!r}")
     now = utcnow()
-    bumped = session.execute(
-        update(Conversation)
-        .where(Conversation.id == conversation_id)
-        .values(last_seq=Conversation.last_seq + 1, updated_at=now)
-        .returning(Conversation.last_seq, Conversation.owner_id)
+    # Prebuilt Core statements on the session's connection: this is the hot path of every
+    # message, and building statements (or the ORM's unit of work) costs more than running them.
+    connection = session.connection()
+    bumped = connection.execute(
+        _BUMP_SEQ, {"conversation_id": conversation_id, "now": now}
     ).one_or_none()
     if bumped is None:
         raise NotFound(f"no conversation {conversation_id!r}")
     seq, owner_id = bumped
     message = MessageInfo(
-        id=new_id("msg"),
+        id=message_id or new_id("msg"),
         conversation_id=conversation_id,
         seq=seq,
         author_id=author_id,
@@ -207,8 +217,7 @@ def append_message(
         created_at=now,
         meta=meta or {},
     )
-    # Core insert: this is the hot path of every message, and the ORM's unit of work is slow.
-    session.execute(insert(Message), [asdict(message)])
+    connection.execute(_INSERT_MESSAGE, [message.__dict__])
     # An important message (e.g. from background work) asks clients to raise a notification.
     kind = "notify" if (meta or {}).get("important") else "message"
     record_change(

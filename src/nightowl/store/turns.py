@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import bindparam, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.changes import Change, record_change
@@ -46,18 +46,30 @@ def lock_conversation(session: Session, conversation_id: str) -> None:
         )
 
 
+_QUEUED_TURN = (
+    select(Turn.id, Turn.priority)
+    .where(
+        Turn.conversation_id == bindparam("conversation_id"),
+        Turn.status == "queued",
+        Turn.priority <= bindparam("priority"),
+    )
+    .order_by(Turn.priority)
+    .limit(1)
+)
+_INSERT_TURN = insert(Turn)
+_RUNNING = select(Turn.id).where(
+    Turn.conversation_id == bindparam("conversation_id"), Turn.status == "running"
+)
+
+
 def _queued_turn(session: Session, conversation_id: str, priority: int) -> TurnInfo | None:
     # Only a waiting turn at least as urgent will do: the owner's message must not join a
     # group or webhook turn that is still sitting out its batching window.
-    row = session.execute(
-        select(Turn.id, Turn.priority)
-        .where(
-            Turn.conversation_id == conversation_id,
-            Turn.status == "queued",
-            Turn.priority <= priority,
-        )
-        .order_by(Turn.priority)
-    ).first()
+    row = (
+        session.connection()
+        .execute(_QUEUED_TURN, {"conversation_id": conversation_id, "priority": priority})
+        .first()
+    )
     return (
         None
         if row is None
@@ -79,8 +91,8 @@ def queue_turn(
     if waiting is not None:
         return waiting, False
     turn = TurnInfo(new_id("turn"), conversation_id, "queued", int(priority), None, None)
-    session.execute(
-        insert(Turn),
+    session.connection().execute(
+        _INSERT_TURN,
         [
             {
                 "id": turn.id,
@@ -178,11 +190,7 @@ def has_unfinished_turns(session: Session) -> bool:
 
 def running_turn_ids(session: Session, conversation_id: str) -> list[str]:
     """Turns of the conversation marked running (the one a correction must cut off)."""
-    return list(
-        session.scalars(
-            select(Turn.id).where(Turn.conversation_id == conversation_id, Turn.status == "running")
-        )
-    )
+    return list(session.connection().scalars(_RUNNING, {"conversation_id": conversation_id}))
 
 
 def cut_off_turns(session: Session, conversation_id: str, except_turn: str) -> list[str]:
