@@ -6,13 +6,24 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select, text
 
 from nightowl.router.priority import Priority
 from nightowl.router.router import IncomingMessage, Router
-from nightowl.store.conversations import append_message, create_conversation, messages_after
+from nightowl.store.conversations import (
+    append_message,
+    create_conversation,
+    list_conversations,
+    mark_read,
+    messages_after,
+    previews,
+    unread_counts,
+)
 from nightowl.store.database import Database
+from nightowl.store.errors import Invalid
 from nightowl.store.migrate import revision_status, upgrade
+from nightowl.store.questions import validate_answer
 from nightowl.store.tables import AccessToken
 from nightowl.store.turns import TurnInfo, claim_batch, turns_of
 from nightowl.store.users import create_token, ensure_owner, revoke_token, user_for_token
@@ -167,3 +178,47 @@ def test_the_owners_message_does_not_join_a_turn_waiting_out_a_batching_window(
     with database.write() as session:
         assert [m.seq for m in claim_batch(session, queue.woken[1].id)] == [1, 2]
         assert claim_batch(session, queue.woken[0].id) == []
+
+
+def test_unread_counts_previews_and_a_read_position_that_never_moves_back(
+    database: Database,
+) -> None:
+    owner, conversation = _conversation(database)
+    with database.write() as session:
+        quiet = create_conversation(session, owner).id
+        append_message(session, conversation, role="user", body="book it", trust="owner")
+        append_message(
+            session, conversation, role="agent", body="\n  Booked.\nDetails", trust="agent"
+        )
+        append_message(session, conversation, role="notice", body="timer fired", trust="agent")
+    with database.read() as session:
+        infos = {c.id: c for c in list_conversations(session, owner)}
+        assert unread_counts(session, list(infos.values())) == {conversation: 2}
+        assert previews(session, list(infos.values())) == {conversation: "timer fired"}
+        assert quiet not in previews(session, list(infos.values()))
+    with database.write() as session:
+        assert mark_read(session, conversation, owner, 2) == 2
+    with database.write() as session:
+        assert mark_read(session, conversation, owner, 1) == 2  # never back
+        assert mark_read(session, conversation, owner, 99) == 3  # never past the newest
+    with database.read() as session:
+        infos = {c.id: c for c in list_conversations(session, owner)}
+        assert infos[conversation].read_seq == 3
+        assert unread_counts(session, list(infos.values())) == {}
+
+
+def test_answers_are_checked_against_what_the_question_offers() -> None:
+    buttons = {"buttons": [{"label": "Yes", "value": "y"}], "ask": "approval"}
+    assert validate_answer(buttons, {"value": "y"}) == {"value": "y", "label": "Yes"}
+    draft = {"draft": "Hi Sam"}
+    assert validate_answer(draft, {"action": "send"}) == {"action": "send", "text": "Hi Sam"}
+    assert validate_answer(draft, {"action": "send", "text": "Hey"})["text"] == "Hey"
+    assert validate_answer(draft, {"action": "discard"}) == {"action": "discard"}
+    for controls, answer, says in (
+        (buttons, {"value": "n"}, "one of the question's buttons: 'y'"),
+        (draft, {"action": "send", "text": "  "}, "text is empty"),
+        (draft, {"value": "y"}, "action must be 'send'"),
+        ({}, {"value": "y"}, "asks nothing"),
+    ):
+        with pytest.raises(Invalid, match=says):
+            validate_answer(controls, answer)

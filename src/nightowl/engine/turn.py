@@ -265,7 +265,6 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             "ends_turn": result.ends_turn,
             "timer": result.meta.get("timer"),
             "ask": ask,
-            "content": content if ask else "",
         }
 
     @DBOS.step(name="nightowl.record_answer")

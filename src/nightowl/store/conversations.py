@@ -253,40 +253,39 @@ def mark_read(session: Session, conversation_id: str, user_id: str, seq: int) ->
 
 def unread_counts(session: Session, conversations: list[ConversationInfo]) -> dict[str, int]:
     """Messages not written by the owner after each conversation's read position."""
-    unread = [c for c in conversations if c.last_seq > c.read_seq]
-    if not unread:
+    ids = [c.id for c in conversations if c.last_seq > c.read_seq]
+    if not ids:
         return {}
-    counts: dict[str, int] = {}
-    for info in unread:
-        counts[info.id] = int(
-            session.scalar(
-                select(func.count())
-                .select_from(Message)
-                .where(
-                    Message.conversation_id == info.id,
-                    Message.seq > info.read_seq,
-                    Message.trust != "owner",
-                )
-            )
-            or 0
+    rows = session.execute(
+        select(Message.conversation_id, func.count())
+        .join(Conversation, Conversation.id == Message.conversation_id)
+        .where(
+            Message.conversation_id.in_(ids),
+            Message.seq > Conversation.read_seq,
+            Message.trust != "owner",
         )
-    return counts
+        .group_by(Message.conversation_id)
+    ).all()
+    return {row[0]: int(row[1]) for row in rows}
 
 
 def previews(session: Session, conversations: list[ConversationInfo]) -> dict[str, str]:
     """The first line of each conversation's newest message (at most 140 characters)."""
-    found: dict[str, str] = {}
-    for info in conversations:
-        if info.last_seq == 0:
-            continue
-        body = session.scalar(
-            select(Message.body).where(
-                Message.conversation_id == info.id, Message.seq == info.last_seq
-            )
+    ids = [c.id for c in conversations if c.last_seq > 0]
+    if not ids:
+        return {}
+    rows = session.execute(
+        select(Message.conversation_id, Message.body)
+        .join(
+            Conversation,
+            (Conversation.id == Message.conversation_id) & (Message.seq == Conversation.last_seq),
         )
-        if body is not None:
-            line = body.strip().splitlines()[0] if body.strip() else ""
-            found[info.id] = line[:140]
+        .where(Message.conversation_id.in_(ids))
+    ).all()
+    found: dict[str, str] = {}
+    for conversation_id, body in rows:
+        lines = [line.strip() for line in body.splitlines() if line.strip()]
+        found[conversation_id] = lines[0][:140] if lines else ""
     return found
 
 
