@@ -545,9 +545,10 @@ async function attemptSend(clientId) {
   }
 }
 
+// Back online: send what is waiting now (a refused message waits for the owner's Retry).
 function retryAllPending() {
   for (const item of state.outbox.items) {
-    if (item.state !== "sending" || !item.inFlight) attemptSend(item.client_id);
+    if (!item.inFlight && item.state !== "failed") attemptSend(item.client_id);
   }
 }
 
