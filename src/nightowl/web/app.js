@@ -475,7 +475,12 @@ function renderPendingItem(item) {
   if (item.state !== "sending") {
     const actions = el("div", "pending-actions");
     if (item.error) actions.append(el("span", "error", item.error));
-    actions.append(button("Retry", "link retry", () => attemptSend(item.client_id)));
+    actions.append(
+      button("Retry", "link retry", () => {
+        state.outbox.update(item, { attempts: 0, refused: false });
+        attemptSend(item.client_id);
+      }),
+    );
     if (item.state === "failed") {
       actions.append(button("Discard", "link", () => discardPending(item.client_id)));
     }
@@ -539,7 +544,12 @@ async function attemptSend(clientId) {
         setTimeout(() => attemptSend(clientId), RETRY_DELAYS_MS[attempts - 1]),
       );
     } else {
-      state.outbox.update(item, { state: "failed", attempts, error: error.message });
+      state.outbox.update(item, {
+        state: "failed",
+        attempts,
+        error: error.message,
+        refused: !retryable, // the server said no: only the owner's Retry sends it again
+      });
     }
     updatePending(item);
   }
@@ -548,7 +558,7 @@ async function attemptSend(clientId) {
 // Back online: send what is waiting now (a refused message waits for the owner's Retry).
 function retryAllPending() {
   for (const item of state.outbox.items) {
-    if (!item.inFlight && item.state !== "failed") attemptSend(item.client_id);
+    if (!item.inFlight && !item.refused) attemptSend(item.client_id);
   }
 }
 
