@@ -19,7 +19,9 @@ export class Outbox {
   }
 
   save() {
-    localStorage.setItem(KEY, JSON.stringify(this.items));
+    // `inFlight` belongs to this page only: after a reload nothing is in flight.
+    const replacer = (key, value) => (key === "inFlight" ? undefined : value);
+    localStorage.setItem(KEY, JSON.stringify(this.items, replacer));
   }
 
   add(conversationId, text) {
