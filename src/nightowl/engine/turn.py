@@ -40,6 +40,7 @@ from nightowl.store.transcript import (
     finish_tool_run,
     load_transcript,
     load_turn_entries,
+    put_entries,
     put_entry,
     start_model_call,
     start_tool_run,
@@ -124,15 +125,18 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 batch = claim_batch(session, turn_id)
                 if batch:
                     set_activity(session, turn_id, "thinking")
-                for message in batch:
-                    entry = Entry(
-                        kind="notice" if message.role == "notice" else "user",
-                        text=message.body,
-                        trust=message.trust,
+                taken = [
+                    (
+                        f"msg:{message.seq}",
+                        Entry(
+                            kind="notice" if message.role == "notice" else "user",
+                            text=message.body,
+                            trust=message.trust,
+                        ).to_dict(),
                     )
-                    put_entry(
-                        session, conversation.id, turn_id, f"msg:{message.seq}", entry.to_dict()
-                    )
+                    for message in batch
+                ]
+                put_entries(session, conversation.id, turn_id, taken)
                 return {
                     "conversation_id": conversation.id,
                     "owner_id": conversation.owner_id,

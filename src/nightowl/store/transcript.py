@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.ids import new_id
@@ -29,6 +29,44 @@ def put_entry(
     else:
         row.payload = payload
     session.flush()
+
+
+def put_entries(
+    session: Session,
+    conversation_id: str,
+    turn_id: str,
+    entries: list[tuple[str, dict[str, Any]]],
+) -> None:
+    """`put_entry` for many (key, payload) pairs at once, in order."""
+    if not entries:
+        return
+    keys = [key for key, _ in entries]
+    existing: set[str] = set()
+    for start in range(0, len(keys), 500):
+        existing.update(
+            session.scalars(
+                select(TranscriptEntry.entry_key).where(
+                    TranscriptEntry.conversation_id == conversation_id,
+                    TranscriptEntry.entry_key.in_(keys[start : start + 500]),
+                )
+            )
+        )
+    for key, payload in entries:
+        if key in existing:  # a replayed step: rewrite its entries in place
+            put_entry(session, conversation_id, turn_id, key, payload)
+    new = [
+        {
+            "conversation_id": conversation_id,
+            "turn_id": turn_id,
+            "entry_key": key,
+            "payload": payload,
+            "created_at": utcnow(),
+        }
+        for key, payload in entries
+        if key not in existing
+    ]
+    if new:
+        session.execute(insert(TranscriptEntry), new)
 
 
 def load_transcript(session: Session, conversation_id: str) -> list[dict[str, Any]]:

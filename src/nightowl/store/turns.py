@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import bindparam, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.changes import Change, record_change
-from nightowl.store.conversations import MessageInfo, message_info
+from nightowl.store.conversations import MessageInfo
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.tables import Conversation, Message, Turn, utcnow
@@ -118,9 +118,11 @@ def claim_batch(session: Session, turn_id: str) -> list[MessageInfo]:
     if turn is None:
         raise NotFound(f"no turn {turn_id!r}")
     lock_conversation(session, turn.conversation_id)
-    rows = list(
-        session.scalars(
-            select(Message)
+    fields = MessageInfo.__dataclass_fields__
+    batch = [
+        MessageInfo(**row._asdict())
+        for row in session.execute(
+            select(*(getattr(Message, f) for f in fields))
             .where(
                 Message.conversation_id == turn.conversation_id,
                 Message.role.in_(("user", "notice")),
@@ -128,17 +130,24 @@ def claim_batch(session: Session, turn_id: str) -> list[MessageInfo]:
             )
             .order_by(Message.seq)
         )
-    )
-    for row in rows:
-        row.turn_id = turn_id
+    ]
+    untaken = [m.id for m in batch if m.turn_id is None]
+    # One statement for the whole batch (a webhook storm can bring hundreds of messages).
+    for start in range(0, len(untaken), 500):
+        session.execute(
+            update(Message)
+            .where(Message.id.in_(untaken[start : start + 500]))
+            .values(turn_id=turn_id)
+            .execution_options(synchronize_session=False)
+        )
     if turn.status == "queued":
         turn.status = "running"
         turn.started_at = utcnow()
-    if rows:
-        turn.batch_first_seq = rows[0].seq
-        turn.batch_last_seq = rows[-1].seq
+    if batch:
+        turn.batch_first_seq = batch[0].seq
+        turn.batch_last_seq = batch[-1].seq
     session.flush()
-    return [message_info(row) for row in rows]
+    return [replace(m, turn_id=turn_id) for m in batch]
 
 
 def finish_turn(session: Session, turn_id: str, *, status: str, error: str | None = None) -> None:
