@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sqlalchemy import bindparam, select
@@ -11,11 +12,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from nightowl.router.group_commit import GroupCommit
 from nightowl.router.priority import Priority
-from nightowl.store.conversations import MessageInfo, append_message
+from nightowl.store.conversations import MessageInfo, NewMessage, append_messages
 from nightowl.store.database import Database
+from nightowl.store.errors import NotFound, StoreError
 from nightowl.store.ids import new_id
-from nightowl.store.tables import Message, Trigger, utcnow
+from nightowl.store.tables import Conversation, Message, Trigger, utcnow
 from nightowl.store.turns import TurnInfo, queue_turn, running_turn_ids
 
 log = logging.getLogger(__name__)
@@ -55,26 +58,40 @@ class ConversationQueue(Protocol):
 
 
 def _claim_key(dialect: Any) -> Any:
-    # The trigger row goes in first: a key seen before inserts nothing (no exception, no
-    # extra read on the path of a new trigger), and a concurrent insert of the same key waits
-    # for the other transaction, then inserts nothing.
+    # The trigger rows go in first: a key seen before inserts nothing and is not returned (no
+    # exception, no read on the path of a new trigger); a concurrent insert of the same key
+    # waits for the other transaction, then inserts nothing.
     return (
         dialect.insert(Trigger)
         .on_conflict_do_nothing(index_elements=[Trigger.source, Trigger.idempotency_key])
-        .returning(Trigger.id)
+        .returning(Trigger.source, Trigger.idempotency_key)
     )
 
 
-_CLAIM_KEY = {"sqlite": _claim_key(sqlite), "postgresql": _claim_key(postgresql)}
+_CLAIM_KEYS = {"sqlite": _claim_key(sqlite), "postgresql": _claim_key(postgresql)}
+_MESSAGE_COLUMNS = tuple(getattr(Message, f) for f in MessageInfo.__dataclass_fields__)
 _SEEN = (
-    select(*(getattr(Message, f) for f in MessageInfo.__dataclass_fields__))
+    select(*_MESSAGE_COLUMNS)
     .join(Trigger, Trigger.message_id == Message.id)
     .where(Trigger.source == bindparam("source"), Trigger.idempotency_key == bindparam("key"))
 )
 
 
+@dataclass
+class _Effects:
+    """What to do once a batch has committed: log, preempt, wake."""
+
+    logs: list[tuple[IncomingMessage, MessageInfo, str]] = field(default_factory=list)
+    preempt: list[str] = field(default_factory=list)
+    wake: list[tuple[TurnInfo, bool]] = field(default_factory=list)
+
+
 class Router:
-    """Turns triggers into stored messages and queued turns, each exactly once."""
+    """Turns triggers into stored messages and queued turns, each exactly once.
+
+    Concurrent triggers are written together (group commit): one transaction per batch, one
+    sequence bump and one notification per conversation, one turn lookup per conversation.
+    """
 
     def __init__(
         self, database: Database, queue: ConversationQueue, batch_window_s: float = 0.0
@@ -82,70 +99,171 @@ class Router:
         self._database = database
         self._queue = queue
         self._batch_window_s = batch_window_s
+        self._batches: GroupCommit[IncomingMessage, Accepted] = GroupCommit(self._accept_batch)
 
     def accept(self, incoming: IncomingMessage) -> Accepted:
         """Store the message once (a repeated key returns the original) and wake the queue."""
-        message_id = new_id("msg")
+        return self._batches.submit(incoming)
+
+    def _accept_batch(self, batch: Sequence[IncomingMessage]) -> list[Accepted | BaseException]:
+        effects = _Effects()
         try:
-            with self._database.write() as session:
-                connection = session.connection()
-                claimed = connection.execute(
-                    _CLAIM_KEY[connection.dialect.name],
-                    {
-                        "id": new_id("trg"),
-                        "source": incoming.source,
-                        "idempotency_key": incoming.idempotency_key,
-                        "conversation_id": incoming.conversation_id,
-                        "message_id": message_id,
-                        "received_at": utcnow(),
-                        "status": "accepted",
-                    },
-                ).first()
-                if claimed is None:
-                    seen = self._seen(session, incoming)
-                    if seen is None:
-                        raise RuntimeError(f"trigger {incoming.idempotency_key!r} has no message")
-                    return Accepted(seen, duplicate=True)
-                message = append_message(
+            outcomes = self._write_batch(batch, effects)
+        except (IntegrityError, StoreError):
+            # Something in the batch breaks a rule (an unknown conversation, a client id used
+            # under another key): take the triggers one by one, so only that one fails.
+            effects = _Effects()
+            outcomes = []
+            for incoming in batch:
+                try:
+                    outcomes.append(self._write_batch([incoming], effects)[0])
+                except (IntegrityError, StoreError) as error:
+                    outcomes.append(self._already_seen(incoming, error))
+        self._apply(effects)
+        return outcomes
+
+    def _write_batch(
+        self, batch: Sequence[IncomingMessage], effects: _Effects
+    ) -> list[Accepted | BaseException]:
+        new_keys: dict[tuple[str, str], str] = {}  # trigger key -> its message id
+        for incoming in batch:
+            new_keys.setdefault((incoming.source, incoming.idempotency_key), new_id("msg"))
+        stored: dict[tuple[str, str], MessageInfo] = {}
+        staged = _Effects()
+        with self._database.write() as session:
+            connection = session.connection()
+            now = utcnow()
+            first_of_key: dict[tuple[str, str], IncomingMessage] = {}
+            for incoming in batch:
+                first_of_key.setdefault((incoming.source, incoming.idempotency_key), incoming)
+            claimed = {
+                (row[0], row[1])
+                for row in connection.execute(
+                    _CLAIM_KEYS[connection.dialect.name],
+                    [
+                        {
+                            "id": new_id("trg"),
+                            "source": source,
+                            "idempotency_key": key,
+                            "conversation_id": incoming.conversation_id,
+                            "message_id": new_keys[(source, key)],
+                            "received_at": now,
+                            "status": "accepted",
+                        }
+                        for (source, key), incoming in first_of_key.items()
+                    ],
+                )
+            }
+            # The new triggers' messages, per conversation in arrival order.
+            fresh = [first_of_key[key] for key in first_of_key if key in claimed]
+            by_conversation: dict[str, list[IncomingMessage]] = {}
+            for incoming in fresh:
+                by_conversation.setdefault(incoming.conversation_id, []).append(incoming)
+            for conversation_id, arrivals in by_conversation.items():
+                messages = append_messages(
                     session,
-                    incoming.conversation_id,
-                    role=incoming.role,
-                    body=incoming.text,
-                    trust=incoming.trust,
-                    author_id=incoming.author_id,
-                    client_id=incoming.client_id,
-                    message_id=message_id,
+                    conversation_id,
+                    [
+                        NewMessage(
+                            role=incoming.role,
+                            body=incoming.text,
+                            trust=incoming.trust,
+                            author_id=incoming.author_id,
+                            client_id=incoming.client_id,
+                            message_id=new_keys[(incoming.source, incoming.idempotency_key)],
+                        )
+                        for incoming in arrivals
+                    ],
                 )
-                turn, created = queue_turn(
-                    session, incoming.conversation_id, incoming.priority, already_locked=True
-                )
-                urgent = incoming.priority == Priority.OWNER_DIRECT
-                cut = running_turn_ids(session, incoming.conversation_id) if urgent else []
-        except IntegrityError:
-            # The same client id under another key (a client reusing its ids): the original.
-            with self._database.read() as session:
-                seen = self._seen(session, incoming)
-            if seen is None:
-                raise
+                for incoming, message in zip(arrivals, messages, strict=True):
+                    stored[(incoming.source, incoming.idempotency_key)] = message
+                # Each level of urgency finds (or makes) its turn, most urgent first.
+                for priority in sorted({incoming.priority for incoming in arrivals}):
+                    turn, created = queue_turn(
+                        session, conversation_id, priority, already_locked=True
+                    )
+                    urgent = priority == Priority.OWNER_DIRECT
+                    if created:
+                        staged.wake.append((turn, urgent))
+                    if urgent:
+                        staged.preempt.extend(running_turn_ids(session, conversation_id))
+                    for incoming in arrivals:
+                        if incoming.priority == priority:
+                            message = stored[(incoming.source, incoming.idempotency_key)]
+                            staged.logs.append((incoming, message, turn.id))
+            # A key seen before this batch answers with its original message (committed
+            # by now: a conflicting insert waits for the other transaction to end).
+            seen = self._seen_many(session, [key for key in first_of_key if key not in claimed])
+        outcomes: list[Accepted | BaseException] = []
+        for incoming in batch:
+            key = (incoming.source, incoming.idempotency_key)
+            if key in stored:
+                outcomes.append(Accepted(stored[key], duplicate=first_of_key[key] is not incoming))
+            elif key in seen:
+                outcomes.append(Accepted(seen[key], duplicate=True))
+            else:
+                outcomes.append(RuntimeError(f"trigger {key[1]!r} has no message"))
+        effects.logs.extend(staged.logs)
+        effects.preempt.extend(staged.preempt)
+        effects.wake.extend(staged.wake)
+        return outcomes
+
+    def _already_seen(
+        self, incoming: IncomingMessage, error: BaseException | None
+    ) -> Accepted | BaseException:
+        with self._database.read() as session:
+            seen = self._seen(session, incoming)
+            exists = session.get(Conversation, incoming.conversation_id) is not None
+        if seen is not None:
             return Accepted(seen, duplicate=True)
-        log.info(
-            "trigger accepted",
-            extra={
-                "conversation_id": incoming.conversation_id,
-                "turn_id": turn.id,
-                "source": incoming.source,
-                "seq": message.seq,
-            },
-        )
-        if cut:
+        if not exists:  # the trigger's row refers to it, so the store says "foreign key"
+            return NotFound(f"no conversation {incoming.conversation_id!r}")
+        return error or RuntimeError(f"trigger {incoming.idempotency_key!r} has no message")
+
+    def _apply(self, effects: _Effects) -> None:
+        for incoming, message, turn_id in effects.logs:
+            log.info(
+                "trigger accepted",
+                extra={
+                    "conversation_id": incoming.conversation_id,
+                    "turn_id": turn_id,
+                    "source": incoming.source,
+                    "seq": message.seq,
+                },
+            )
+        if effects.preempt:
             # The owner's direct message is a correction: the running turn stops now and the
             # next one starts with the message and a record of what was cut off.
-            self._queue.preempt(cut)
-        if created:
+            self._queue.preempt(list(dict.fromkeys(effects.preempt)))
+        for turn, urgent in effects.wake:
             # The owner's direct message starts at once; anything else waits a moment so that
             # a burst (a group thread, a webhook storm) is answered by one turn.
             self._queue.wake(turn, 0.0 if urgent else self._batch_window_s)
-        return Accepted(message, duplicate=False)
+
+    @staticmethod
+    def _seen_many(
+        session: Session, keys: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], MessageInfo]:
+        if not keys:
+            return {}
+        if len(keys) == 1:  # the usual case: one prebuilt statement
+            ((source, key),) = keys
+            row = session.connection().execute(_SEEN, {"source": source, "key": key}).first()
+            return {} if row is None else {(source, key): MessageInfo(**row._asdict())}
+        rows = session.connection().execute(
+            select(Trigger.source, Trigger.idempotency_key, *_MESSAGE_COLUMNS)
+            .join(Message, Trigger.message_id == Message.id)
+            .where(
+                Trigger.idempotency_key.in_({key for _, key in keys}),
+                Trigger.source.in_({source for source, _ in keys}),
+            )
+        )
+        wanted = set(keys)
+        found: dict[tuple[str, str], MessageInfo] = {}
+        for row in rows:
+            if (row[0], row[1]) in wanted:
+                found[(row[0], row[1])] = MessageInfo(*row[2:])
+        return found
 
     @staticmethod
     def _seen(session: Session, incoming: IncomingMessage) -> MessageInfo | None:

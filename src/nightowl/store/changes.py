@@ -34,13 +34,14 @@ class Change:
     kind: str = "message"  # message | notify (an important message) | activity
 
 
+_NOTIFY = text("SELECT pg_notify(:channel, :payload)")
+
+
 def record_change(session: Session, change: Change) -> None:
     """Announce `change` once the surrounding transaction commits (and never if it rolls back)."""
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(
-            text("SELECT pg_notify(:channel, :payload)"),
-            {"channel": CHANNEL, "payload": json.dumps(asdict(change))},
-        )
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        connection.execute(_NOTIFY, {"channel": CHANNEL, "payload": json.dumps(asdict(change))})
     else:
         session.info.setdefault("changes", []).append(change)
 

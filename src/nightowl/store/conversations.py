@@ -166,10 +166,81 @@ def find_by_client_id(session: Session, conversation_id: str, client_id: str) ->
 _BUMP_SEQ = (
     update(Conversation)
     .where(Conversation.id == bindparam("conversation_id"))
-    .values(last_seq=Conversation.last_seq + 1, updated_at=bindparam("now"))
+    .values(last_seq=Conversation.last_seq + bindparam("count"), updated_at=bindparam("now"))
     .returning(Conversation.last_seq, Conversation.owner_id)
 )
 _INSERT_MESSAGE = insert(Message)
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A message to append (see `append_messages`)."""
+
+    role: str
+    body: str
+    trust: str
+    author_id: str | None = None
+    client_id: str | None = None
+    turn_id: str | None = None
+    meta: dict[str, Any] | None = None
+    message_id: str | None = None
+
+
+def append_messages(
+    session: Session, conversation_id: str, new: list[NewMessage]
+) -> list[MessageInfo]:
+    """Add messages at the conversation's next `seq`s, in order; announce them after commit.
+
+    Bumping `last_seq` locks the conversation row, so concurrent writers of one conversation
+    queue up and sequence numbers have no gaps and no repeats. One notification covers them
+    all (clients fetch everything after the seq they have).
+    """
+    for item in new:
+        if item.role not in ROLES:
+            raise Invalid(f"role must be one of {', '.join(ROLES)}, not {item.role!r}")
+        if item.trust not in TRUST_LEVELS:
+            raise Invalid(f"trust must be one of {', '.join(TRUST_LEVELS)}, not {item.trust!r}")
+    if not new:
+        return []
+    now = utcnow()
+    # Prebuilt Core statements on the session's connection: this is the hot path of every
+    # message, and building statements (or the ORM's unit of work) costs more than running them.
+    connection = session.connection()
+    bumped = connection.execute(
+        _BUMP_SEQ, {"conversation_id": conversation_id, "count": len(new), "now": now}
+    ).one_or_none()
+    if bumped is None:
+        raise NotFound(f"no conversation {conversation_id!r}")
+    last_seq, owner_id = bumped
+    messages = [
+        MessageInfo(
+            id=item.message_id or new_id("msg"),
+            conversation_id=conversation_id,
+            seq=last_seq - len(new) + 1 + n,
+            author_id=item.author_id,
+            role=item.role,
+            body=item.body,
+            client_id=item.client_id,
+            trust=item.trust,
+            turn_id=item.turn_id,
+            created_at=now,
+            meta=item.meta or {},
+        )
+        for n, item in enumerate(new)
+    ]
+    connection.execute(_INSERT_MESSAGE, [message.__dict__ for message in messages])
+    # An important message (e.g. from background work) asks clients to raise a notification.
+    important = any((item.meta or {}).get("important") for item in new)
+    record_change(
+        session,
+        Change(
+            conversation_id=conversation_id,
+            owner_id=owner_id,
+            seq=last_seq,
+            kind="notify" if important else "message",
+        ),
+    )
+    return messages
 
 
 def append_message(
@@ -185,45 +256,9 @@ def append_message(
     meta: dict[str, Any] | None = None,
     message_id: str | None = None,
 ) -> MessageInfo:
-    """Add a message at the conversation's next `seq` and announce it after commit.
-
-    Bumping `last_seq` locks the conversation row, so concurrent writers of one conversation
-    queue up and sequence numbers have no gaps and no repeats.
-    """
-    if role not in ROLES:
-        raise Invalid(f"role must be one of {', '.join(ROLES)}, not {role!r}")
-    if trust not in TRUST_LEVELS:
-        raise Invalid(f"trust must be one of {', '.join(TRUST_LEVELS)}, not {trust!r}")
-    now = utcnow()
-    # Prebuilt Core statements on the session's connection: this is the hot path of every
-    # message, and building statements (or the ORM's unit of work) costs more than running them.
-    connection = session.connection()
-    bumped = connection.execute(
-        _BUMP_SEQ, {"conversation_id": conversation_id, "now": now}
-    ).one_or_none()
-    if bumped is None:
-        raise NotFound(f"no conversation {conversation_id!r}")
-    seq, owner_id = bumped
-    message = MessageInfo(
-        id=message_id or new_id("msg"),
-        conversation_id=conversation_id,
-        seq=seq,
-        author_id=author_id,
-        role=role,
-        body=body,
-        client_id=client_id,
-        trust=trust,
-        turn_id=turn_id,
-        created_at=now,
-        meta=meta or {},
-    )
-    connection.execute(_INSERT_MESSAGE, [message.__dict__])
-    # An important message (e.g. from background work) asks clients to raise a notification.
-    kind = "notify" if (meta or {}).get("important") else "message"
-    record_change(
-        session, Change(conversation_id=conversation_id, owner_id=owner_id, seq=seq, kind=kind)
-    )
-    return message
+    """Add one message at the conversation's next `seq` (see `append_messages`)."""
+    item = NewMessage(role, body, trust, author_id, client_id, turn_id, meta, message_id)
+    return append_messages(session, conversation_id, [item])[0]
 
 
 def messages_after(
