@@ -14,12 +14,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # for tests.server / tests.databases
 
 from tests.databases import BACKENDS, fresh_database  # noqa: E402
-from tests.server import ServerProcess, wait_for, write_script  # noqa: E402
+from tests.server import ServerProcess, free_port, wait_for, write_script  # noqa: E402
 
 __all__ = [
     "BACKENDS",
     "ServerProcess",
     "bare_commit_ms",
+    "free_port",
     "fresh_database",
     "percentile",
     "wait_for",

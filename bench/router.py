@@ -25,9 +25,16 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 from sqlalchemy import create_engine, text
-from tests.server import free_port
 
-from common import BACKENDS, ServerProcess, fresh_database, percentile, wait_for, write_script
+from common import (
+    BACKENDS,
+    ServerProcess,
+    free_port,
+    fresh_database,
+    percentile,
+    wait_for,
+    write_script,
+)
 from nightowl.app import start_services, stop_services
 from nightowl.channels.webhooks import sign
 from nightowl.config import Settings
