@@ -87,6 +87,7 @@ def open_app(context: BrowserContext, server: ServerProcess, conversation_id: st
     page.wait_for_selector("#connection[data-state=live]")
     page.goto(f"{server.url}/#c={conversation_id}")
     page.wait_for_selector("#composer:not([hidden])")
+    page.wait_for_selector("#messages[aria-busy=false]", state="attached")  # first fetch done
     return page
 
 

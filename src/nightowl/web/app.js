@@ -216,6 +216,7 @@ async function syncMessages(id) {
     return;
   }
   v.syncing = true;
+  $("messages").setAttribute("aria-busy", "true");
   try {
     do {
       v.again = false;
@@ -243,6 +244,7 @@ async function syncMessages(id) {
     handleError(error);
   } finally {
     v.syncing = false;
+    if (id === state.current) $("messages").setAttribute("aria-busy", "false");
   }
 }
 
