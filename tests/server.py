@@ -130,3 +130,8 @@ def write_script(path: Path, replies: list[dict[str, Any]], then: str = "silent"
     """Write a scripted-model file and return the NIGHTOWL_MODEL value for it."""
     path.write_text(json.dumps({"replies": replies, "then": then}))
     return f"scripted:{path}"
+
+
+def say(text: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted-model reply that calls send_to_user (buttons, draft, final … as given)."""
+    return {"tool_calls": [{"name": "send_to_user", "arguments": {"text": text, **arguments}}]}

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from nightowl.channels.terminal import render
-from tests.server import NIGHTOWL, ServerProcess, write_script
+from tests.server import NIGHTOWL, ServerProcess, say, write_script
 
 
 def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -96,21 +96,25 @@ def _expect(lines: queue.Queue[str], fragment: str, timeout: float = 30) -> list
     raise AssertionError(f"{fragment!r} never appeared; saw {seen}")
 
 
-@pytest.mark.slow
-def test_chat_sends_shows_replies_and_catches_up_after_a_server_restart(tmp_path: Path) -> None:
-    model = write_script(
-        tmp_path / "script.json",
-        [{"tool_calls": [{"name": "send_to_user", "arguments": {"text": "pong", "final": True}}]}],
-        then="repeat_last",
-    )
-    server = ServerProcess(tmp_path / "data", model=model).start()
-    chat = subprocess.Popen(
+def _start_chat(server: ServerProcess) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [NIGHTOWL, "chat", "--url", server.url, "--token", server.token],
         env=server.env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+@pytest.mark.slow
+def test_chat_sends_shows_replies_and_catches_up_after_a_server_restart(tmp_path: Path) -> None:
+    model = write_script(
+        tmp_path / "script.json",
+        [say("pong", final=True)],
+        then="repeat_last",
+    )
+    server = ServerProcess(tmp_path / "data", model=model).start()
+    chat = _start_chat(server)
     try:
         lines = _reader(chat)
         header = _expect(lines, "conversation conv_")[-1]
@@ -140,24 +144,14 @@ def test_chat_sends_shows_replies_and_catches_up_after_a_server_restart(tmp_path
 
 @pytest.mark.slow
 def test_chat_shows_choices_and_answers_them_with_a_command(tmp_path: Path) -> None:
-    ask = {
-        "name": "send_to_user",
-        "arguments": {
-            "text": "Pay the Acme invoice?",
-            "buttons": [{"label": "Pay", "value": "pay"}, {"label": "Not now", "value": "no"}],
-            "ask": "approval",
-        },
-    }
-    done = {"name": "send_to_user", "arguments": {"text": "Paid.", "final": True}}
-    model = write_script(tmp_path / "script.json", [{"tool_calls": [ask]}, {"tool_calls": [done]}])
-    server = ServerProcess(tmp_path / "data", model=model).start()
-    chat = subprocess.Popen(
-        [NIGHTOWL, "chat", "--url", server.url, "--token", server.token],
-        env=server.env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+    ask = say(
+        "Pay the Acme invoice?",
+        buttons=[{"label": "Pay", "value": "pay"}, {"label": "Not now", "value": "no"}],
+        ask="approval",
     )
+    model = write_script(tmp_path / "script.json", [ask, say("Paid.", final=True)])
+    server = ServerProcess(tmp_path / "data", model=model).start()
+    chat = _start_chat(server)
     try:
         lines = _reader(chat)
         _expect(lines, "conversation conv_")

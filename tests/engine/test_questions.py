@@ -12,26 +12,15 @@ import pytest
 from nightowl.store.database import Database
 from nightowl.store.questions import answer_question
 from tests.e2e.store_view import rows
-from tests.server import ServerProcess, wait_for, write_script
+from tests.server import ServerProcess, say, wait_for, write_script
 
 pytestmark = pytest.mark.slow
 
-ASK = {
-    "tool_calls": [
-        {
-            "name": "send_to_user",
-            "arguments": {
-                "text": "Pay the £120 invoice from Acme?",
-                "buttons": [{"label": "Pay", "value": "pay"}, {"label": "Not now", "value": "no"}],
-                "ask": "approval",
-            },
-        }
-    ]
-}
-
-
-def _say(text: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "send_to_user", "arguments": {"text": text, "final": True}}]}
+ASK = say(
+    "Pay the £120 invoice from Acme?",
+    buttons=[{"label": "Pay", "value": "pay"}, {"label": "Not now", "value": "no"}],
+    ask="approval",
+)
 
 
 def _messages(client: httpx.Client, conversation: str) -> list[dict[str, Any]]:
@@ -65,7 +54,9 @@ def _start(tmp_path: Path, database_url: str, replies: list[dict[str, Any]], **e
 def test_the_wait_outlives_a_sigkill_and_the_answer_resumes_the_turn_once(
     tmp_path: Path, database_url: str
 ) -> None:
-    server, client, conversation = _start(tmp_path, database_url, [ASK, _say("Paid Acme.")])
+    server, client, conversation = _start(
+        tmp_path, database_url, [ASK, say("Paid Acme.", final=True)]
+    )
     try:
         question = _open_question(client, conversation)
         server.kill()
@@ -98,7 +89,9 @@ def test_the_wait_outlives_a_sigkill_and_the_answer_resumes_the_turn_once(
 def test_an_answer_stored_just_before_a_crash_still_wakes_the_turn(
     tmp_path: Path, database_url: str
 ) -> None:
-    server, client, conversation = _start(tmp_path, database_url, [ASK, _say("Paid Acme.")])
+    server, client, conversation = _start(
+        tmp_path, database_url, [ASK, say("Paid Acme.", final=True)]
+    )
     try:
         question = _open_question(client, conversation)
         owner = client.get("/v1/me").json()["id"]
@@ -130,7 +123,7 @@ def test_an_unanswered_question_closes_and_the_agent_is_told_in_words(
     server, client, conversation = _start(
         tmp_path,
         database_url,
-        [ASK, _say("No answer, so I did not pay.")],
+        [ASK, say("No answer, so I did not pay.", final=True)],
         NIGHTOWL_ANSWER_WAIT_S="1",
     )
     try:
@@ -155,7 +148,7 @@ def test_an_unanswered_question_closes_and_the_agent_is_told_in_words(
 def test_bad_answers_are_refused_with_what_the_question_takes(
     tmp_path: Path, database_url: str
 ) -> None:
-    server, client, conversation = _start(tmp_path, database_url, [ASK, _say("ok")])
+    server, client, conversation = _start(tmp_path, database_url, [ASK, say("ok", final=True)])
     try:
         question = _open_question(client, conversation)
         path = f"/v1/conversations/{conversation}/messages/{question['id']}/answer"
@@ -186,7 +179,9 @@ def test_bad_answers_are_refused_with_what_the_question_takes(
 def test_a_new_message_from_the_owner_closes_an_open_question(
     tmp_path: Path, database_url: str
 ) -> None:
-    server, client, conversation = _start(tmp_path, database_url, [ASK, _say("Left it alone.")])
+    server, client, conversation = _start(
+        tmp_path, database_url, [ASK, say("Left it alone.", final=True)]
+    )
     try:
         question = _open_question(client, conversation)
         client.post(

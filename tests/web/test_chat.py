@@ -10,7 +10,7 @@ from playwright.sync_api import BrowserContext, Route, expect
 
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
-from tests.server import ServerProcess, wait_for, write_script
+from tests.server import ServerProcess, say, wait_for, write_script
 from tests.web.conftest import open_app, start_conversation
 from tests.web.fake_events import FakeEvents
 
@@ -22,19 +22,7 @@ def test_a_message_sent_in_the_page_gets_the_agents_reply(
     serve: Callable[..., ServerProcess],
     contexts: Callable[..., BrowserContext],
 ) -> None:
-    model = write_script(
-        tmp_path / "script.json",
-        [
-            {
-                "tool_calls": [
-                    {
-                        "name": "send_to_user",
-                        "arguments": {"text": "Hello **there**", "final": True},
-                    }
-                ]
-            }
-        ],
-    )
+    model = write_script(tmp_path / "script.json", [say("Hello **there**", final=True)])
     server = serve(model)
     conversation = start_conversation(server)
     page = open_app(contexts(), server, conversation)
@@ -228,15 +216,11 @@ def test_an_unsent_message_survives_a_reload_and_a_refused_one_stays_with_its_re
 def test_the_app_is_usable_with_the_keyboard_alone(
     tmp_path: Path, serve: Callable[..., ServerProcess], contexts: Callable[..., BrowserContext]
 ) -> None:
-    ask = {
-        "name": "send_to_user",
-        "arguments": {
-            "text": "Which day?",
-            "buttons": [{"label": "Monday", "value": "mon"}, {"label": "Friday", "value": "fri"}],
-        },
-    }
-    done = {"name": "send_to_user", "arguments": {"text": "Friday it is.", "final": True}}
-    model = write_script(tmp_path / "s.json", [{"tool_calls": [ask]}, {"tool_calls": [done]}])
+    ask = say(
+        "Which day?",
+        buttons=[{"label": "Monday", "value": "mon"}, {"label": "Friday", "value": "fri"}],
+    )
+    model = write_script(tmp_path / "s.json", [ask, say("Friday it is.", final=True)])
     server = serve(model)
     conversation = start_conversation(server)
     page = open_app(contexts(), server, conversation)

@@ -11,23 +11,16 @@ import pytest
 from playwright.sync_api import BrowserContext, expect
 
 from tests.e2e.store_view import rows
-from tests.server import ServerProcess, wait_for, write_script
+from tests.server import ServerProcess, say, wait_for, write_script
 from tests.web.conftest import ARTIFACTS, open_app, start_conversation
 
 pytestmark = pytest.mark.slow
 
-APPROVAL = {
-    "name": "send_to_user",
-    "arguments": {
-        "text": "May I book the **9:00** train to Leeds (£42)?",
-        "buttons": [{"label": "Approve", "value": "yes"}, {"label": "Deny", "value": "no"}],
-        "ask": "approval",
-    },
-}
-
-
-def _say(text: str, **extra: object) -> dict[str, object]:
-    return {"tool_calls": [{"name": "send_to_user", "arguments": {"text": text, **extra}}]}
+APPROVAL = say(
+    "May I book the **9:00** train to Leeds (£42)?",
+    buttons=[{"label": "Approve", "value": "yes"}, {"label": "Deny", "value": "no"}],
+    ask="approval",
+)
 
 
 def _send(server: ServerProcess, conversation: str, text: str, client_id: str) -> None:
@@ -46,7 +39,7 @@ def test_an_approval_clicked_in_the_page_resumes_the_waiting_turn_once(
 ) -> None:
     model = write_script(
         tmp_path / "script.json",
-        [{"tool_calls": [APPROVAL]}, _say("Booked: 9:00 to Leeds.", final=True)],
+        [APPROVAL, say("Booked: 9:00 to Leeds.", final=True)],
     )
     server = serve(model)
     conversation = start_conversation(server)
@@ -94,8 +87,8 @@ def test_a_draft_edited_in_the_page_goes_back_to_the_agent_as_edited(
     model = write_script(
         tmp_path / "script.json",
         [
-            _say("Here is a reply to Sam:", draft="Hi Sam, Tuesday works for me."),
-            _say("Sent to Sam.", final=True),
+            say("Here is a reply to Sam:", draft="Hi Sam, Tuesday works for me."),
+            say("Sent to Sam.", final=True),
         ],
     )
     server = serve(model)
@@ -130,7 +123,7 @@ def test_script_and_onerror_payloads_render_as_text(
 ) -> None:
     model = write_script(
         tmp_path / "script.json",
-        [_say(f"**Echo:** {PAYLOAD} [click me](javascript:window.__pwned='link')", final=True)],
+        [say(f"**Echo:** {PAYLOAD} [click me](javascript:window.__pwned='link')", final=True)],
     )
     server = serve(model)
     conversation = start_conversation(server)
@@ -184,8 +177,8 @@ def test_files_show_inline_and_download_and_the_view_is_captured_at_two_widths(
     model = write_script(
         tmp_path / "script.json",
         [
-            _say(SUMMARY, files=["reports/chart.png", "reports/notes.txt"]),
-            {"tool_calls": [APPROVAL]},
+            say(SUMMARY, files=["reports/chart.png", "reports/notes.txt"]),
+            APPROVAL,
         ],
     )
     server = serve(model)
@@ -228,7 +221,7 @@ def test_unread_markers_follow_the_owner_across_devices(
     serve: Callable[..., ServerProcess],
     contexts: Callable[..., BrowserContext],
 ) -> None:
-    server = serve(write_script(tmp_path / "script.json", [_say("Done.", final=True)]))
+    server = serve(write_script(tmp_path / "script.json", [say("Done.", final=True)]))
     here = start_conversation(server)
     elsewhere = start_conversation(server)
     page = open_app(contexts(), server, here)

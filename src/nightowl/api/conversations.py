@@ -186,13 +186,13 @@ def answer(
             author_id=user.id,
         )
     engine: DurableEngine = request.app.state.engine
-    if not answered.duplicate:
+    # Sent on a retry too (idempotent): the first request may have died before its wake-up.
+    try:
         engine.deliver_answer(answered.turn_id, message_id)
-    else:
+    except Exception:
+        if not answered.duplicate:
+            raise
+        log.info("no turn to wake for a repeated answer", extra={"message_id": message_id})
+    if answered.duplicate:
         response.status_code = 200
-        # A retry: the first request may have died before its wake-up went out (idempotent).
-        try:
-            engine.deliver_answer(answered.turn_id, message_id)
-        except Exception:  # the turn is long finished and forgotten: nothing to wake
-            log.info("no turn to wake for a repeated answer", extra={"message_id": message_id})
     return MessageOut.of(answered.message)

@@ -56,7 +56,7 @@ from nightowl.store.turns import (
     running_turn_ids,
     set_activity,
 )
-from nightowl.tools.messaging import answer_for_agent, home_of
+from nightowl.tools.messaging import answer_for_agent
 from nightowl.tools.registry import ToolContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -229,7 +229,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 owner_id=owner_id,
                 turn_id=turn_id,
                 call_id=slot,
-                home=await asyncio.to_thread(home_of, deps.homes_dir, owner_id),
+                home=deps.homes_dir / owner_id,
                 max_attachment_bytes=deps.max_attachment_bytes,
             )
             try:

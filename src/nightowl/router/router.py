@@ -69,9 +69,8 @@ def _claim_key(dialect: Any) -> Any:
 
 
 _CLAIM_KEYS = {"sqlite": _claim_key(sqlite), "postgresql": _claim_key(postgresql)}
-_MESSAGE_COLUMNS = tuple(getattr(Message, f) for f in MessageInfo.__dataclass_fields__)
 _SEEN = (
-    select(*_MESSAGE_COLUMNS)
+    select(*(getattr(Message, f) for f in MessageInfo.__dataclass_fields__))
     .join(Trigger, Trigger.message_id == Message.id)
     .where(Trigger.source == bindparam("source"), Trigger.idempotency_key == bindparam("key"))
 )
@@ -193,7 +192,11 @@ class Router:
                             staged.logs.append((incoming, message, turn.id))
             # A key seen before this batch answers with its original message (committed
             # by now: a conflicting insert waits for the other transaction to end).
-            seen = self._seen_many(session, [key for key in first_of_key if key not in claimed])
+            seen = {
+                key: original
+                for key in first_of_key
+                if key not in claimed and (original := self._seen(session, *key)) is not None
+            }
         outcomes: list[Accepted | BaseException] = []
         for incoming in batch:
             key = (incoming.source, incoming.idempotency_key)
@@ -212,7 +215,7 @@ class Router:
         self, incoming: IncomingMessage, error: BaseException | None
     ) -> Accepted | BaseException:
         with self._database.read() as session:
-            seen = self._seen(session, incoming)
+            seen = self._seen(session, incoming.source, incoming.idempotency_key)
             exists = session.get(Conversation, incoming.conversation_id) is not None
         if seen is not None:
             return Accepted(seen, duplicate=True)
@@ -241,35 +244,7 @@ class Router:
             self._queue.wake(turn, 0.0 if urgent else self._batch_window_s)
 
     @staticmethod
-    def _seen_many(
-        session: Session, keys: list[tuple[str, str]]
-    ) -> dict[tuple[str, str], MessageInfo]:
-        if not keys:
-            return {}
-        if len(keys) == 1:  # the usual case: one prebuilt statement
-            ((source, key),) = keys
-            row = session.connection().execute(_SEEN, {"source": source, "key": key}).first()
-            return {} if row is None else {(source, key): MessageInfo(**row._asdict())}
-        rows = session.connection().execute(
-            select(Trigger.source, Trigger.idempotency_key, *_MESSAGE_COLUMNS)
-            .join(Message, Trigger.message_id == Message.id)
-            .where(
-                Trigger.idempotency_key.in_({key for _, key in keys}),
-                Trigger.source.in_({source for source, _ in keys}),
-            )
-        )
-        wanted = set(keys)
-        found: dict[tuple[str, str], MessageInfo] = {}
-        for row in rows:
-            if (row[0], row[1]) in wanted:
-                found[(row[0], row[1])] = MessageInfo(*row[2:])
-        return found
-
-    @staticmethod
-    def _seen(session: Session, incoming: IncomingMessage) -> MessageInfo | None:
-        row = (
-            session.connection()
-            .execute(_SEEN, {"source": incoming.source, "key": incoming.idempotency_key})
-            .first()
-        )
+    def _seen(session: Session, source: str, key: str) -> MessageInfo | None:
+        """The message of a trigger key stored before (a prebuilt statement)."""
+        row = session.connection().execute(_SEEN, {"source": source, "key": key}).first()
         return None if row is None else MessageInfo(**row._asdict())

@@ -239,10 +239,15 @@ def mark_interrupted(session: Session, turn_id: str) -> None:
 def set_activity(session: Session, turn_id: str, activity: str) -> None:
     """What the turn is doing now, in words for the owner (never the model's own text).
 
-    Clients hear of it through a change notification of kind `activity`.
+    Clients hear of it through a change notification of kind `activity`, sent only when it
+    changes (consecutive steps often say "thinking" again).
     """
-    session.execute(update(Turn).where(Turn.id == turn_id).values(activity=activity[:200]))
-    _announce_activity(session, turn_id)
+    activity = activity[:200]
+    changed = session.execute(
+        update(Turn).where(Turn.id == turn_id, Turn.activity != activity).values(activity=activity)
+    )
+    if changed.rowcount:  # type: ignore[attr-defined]
+        _announce_activity(session, turn_id)
 
 
 def _announce_activity(session: Session, turn_id: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -148,13 +148,6 @@ def answer_for_agent(answer: dict[str, Any] | None, waited: str) -> str:
     if answer.get("action") == "send":
         return f"The user chose Send. The final text of the draft:\n{answer['text']}"
     return "The user discarded the draft. Do not send it."
-
-
-def home_of(homes_dir: Path, owner_id: str) -> Path:
-    """The owner's home folder (created on first use)."""
-    home = homes_dir / owner_id
-    home.mkdir(parents=True, exist_ok=True)
-    return home
 
 
 SEND_TO_USER = Tool(

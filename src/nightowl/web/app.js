@@ -177,10 +177,7 @@ function renderHeader() {
 }
 
 function openConversation(id) {
-  if (window.location.hash !== `#c=${id}`) {
-    window.location.hash = `c=${id}`; // routed by onHashChange
-    return;
-  }
+  window.location.hash = `c=${id}`; // routed by onHashChange (no event if already open)
 }
 
 async function showConversation(id) {
