@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     Dialect,
     ForeignKey,
@@ -247,3 +248,19 @@ class Routine(Base):
     created_by: Mapped[str] = mapped_column(String(16))  # owner | agent
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_fired_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Computer(Base):
+    """A user's sandbox: the host uid it runs as and its last snapshot (deep sleep)."""
+
+    __tablename__ = "computers"
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    uid: Mapped[int] = mapped_column(Integer, unique=True)
+    # "awake": the home is on disk; "asleep": it lives only in the snapshot.
+    state: Mapped[str] = mapped_column(String(16), default="awake")
+    snapshot: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    snapshot_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    snapshot_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,1 @@
+"""The agent's computer: sandbox backends, snapshots, browser and desktop."""
