@@ -6,12 +6,16 @@ import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from nightowl.computer.sandbox import Sandbox, SandboxError
 from nightowl.models.base import ToolSpec
 from nightowl.store.database import Database
+
+if TYPE_CHECKING:
+    from nightowl.computer.computers import Computers
 
 Effect = Literal["read", "write", "send", "spend"]
 MAX_SCHEMA_CHARS = 4000
@@ -30,6 +34,14 @@ class ToolContext:
     # The owner's files (the home of their computer); attachments are read from here.
     home: Path
     max_attachment_bytes: int = 25 * 1024 * 1024
+    # The owner's sandboxes; None where this server runs without a computer.
+    computers: Computers | None = None
+
+    async def sandbox(self) -> Sandbox:
+        """The owner's sandbox, awake and held for this turn (SandboxError when unavailable)."""
+        if self.computers is None:
+            raise SandboxError("this server runs without a computer (no sandbox backend)")
+        return await self.computers.acquire(self.owner_id, self.turn_id)
 
 
 @dataclass(frozen=True)
