@@ -70,7 +70,10 @@ def _exec(conn: socket.socket, request: dict[str, object], fds: list[int]) -> No
     if not isinstance(argv, list) or not argv:
         argv = ["/bin/sh", "-c", str(request["command"])]
     output = request.get("output")
-    out_file = open(_resolve(output), "wb") if output else None  # noqa: SIM115
+    out_file = None
+    if output:
+        os.makedirs(os.path.dirname(_resolve(output)), exist_ok=True)
+        out_file = open(_resolve(output), "wb")  # noqa: SIM115
     stdin: int = subprocess.DEVNULL
     stdout: int | IO[bytes] = subprocess.DEVNULL
     stderr: int | IO[bytes] | None = None
@@ -136,6 +139,17 @@ def _kill(request: dict[str, object]) -> dict[str, object]:
 def _read(request: dict[str, object]) -> dict[str, object]:
     path = _resolve(request["path"])
     size = os.path.getsize(path)
+    head, tail = int(str(request.get("head", 0))), int(str(request.get("tail", 0)))
+    if head or tail:  # an excerpt: the start and the end of a long output
+        with open(path, "rb") as file:
+            first = file.read(min(head, MAX_READ_BYTES))
+            file.seek(max(len(first), size - min(tail, MAX_READ_BYTES)))
+            last = file.read()
+        return {
+            "head": first.decode("utf-8", "replace"),
+            "tail": last.decode("utf-8", "replace"),
+            "size": size,
+        }
     with open(path, "rb") as file:
         data = file.read(MAX_READ_BYTES)
     if b"\0" in data[:8192]:
