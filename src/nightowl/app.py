@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from nightowl import __version__
 from nightowl.api import conversations, events, files, hooks, operations, routines, webapp
 from nightowl.api.errors import install_error_handlers
+from nightowl.computer.computers import Computers, ComputerSettings, sleep_idle_forever
 from nightowl.config import Settings
 from nightowl.engine.durable import DurableEngine
 from nightowl.engine.heartbeat import Heartbeat
@@ -48,6 +49,21 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     engine = DurableEngine(settings)
     engine.register_timer(build_timer_workflow(lambda: app.state.router))
     schedules = RoutineSchedules(database, lambda: app.state.router)
+    computers = Computers(
+        ComputerSettings(
+            homes_dir=settings.homes_dir,
+            snapshot_dir=settings.blob_dir,
+            backend=settings.sandbox_backend,
+            network=settings.sandbox_network,
+            memory_bytes=settings.sandbox_memory_mb * 1024 * 1024,
+            cpus=settings.sandbox_cpus,
+            pids=settings.sandbox_pids,
+            uid_base=settings.sandbox_uid_base,
+            idle_sleep_s=settings.sandbox_idle_sleep_s,
+        ),
+        database,
+    )
+    app.state.computers = computers
     deps = TurnDeps(
         database=database,
         metrics=metrics,
@@ -64,6 +80,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         homes_dir=settings.homes_dir,
         answer_wait_s=settings.answer_wait_s,
         max_attachment_bytes=settings.max_attachment_bytes,
+        computers=computers,
     )
     engine.register_turn(build_turn_workflow(deps))
     engine.launch()
@@ -88,6 +105,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
 
 def stop_services(app: FastAPI) -> None:
     app.state.engine.shutdown()
+    app.state.computers.close()
     app.state.changes.stop()
     app.state.database.dispose()
 
@@ -134,6 +152,11 @@ def build_app(settings: Settings) -> FastAPI:
                 Heartbeat(settings, app.state.database, engine, app.state.metrics).run()
             ),
             asyncio.create_task(RetentionSweep(settings, engine, app.state.metrics).run()),
+            asyncio.create_task(
+                sleep_idle_forever(
+                    app.state.computers, min(60.0, settings.sandbox_idle_sleep_s / 4)
+                )
+            ),
         ]
         log.info("nightowl is up", extra={"worker": settings.worker_id})
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -69,6 +70,24 @@ class Settings(BaseSettings):
     )
     max_attachment_bytes: int = Field(default=25 * 1024 * 1024, ge=1)
     log_level: str = "INFO"
+
+    sandbox_backend: str = Field(
+        default="auto", description="auto | bubblewrap | gvisor: how a user's computer is isolated"
+    )
+    sandbox_network: Literal["none", "egress"] = Field(
+        default="egress",
+        description="none: only the sandbox's own loopback; egress: out to the internet, "
+        "never to the host's loopback services.",
+    )
+    sandbox_memory_mb: int = Field(default=2048, ge=64)
+    sandbox_cpus: float = Field(default=1.0, gt=0, le=64)
+    sandbox_pids: int = Field(default=512, ge=16)
+    sandbox_uid_base: int = Field(
+        default=3_000_000, ge=1000, le=2_000_000_000, description="First host uid for sandboxes."
+    )
+    sandbox_idle_sleep_s: float = Field(
+        default=900.0, gt=0, description="Frozen this long, a sandbox goes to deep sleep."
+    )
 
     @field_validator("model")
     @classmethod

@@ -29,7 +29,6 @@ from nightowl.computer.sandbox import (
     SandboxError,
     SandboxSpec,
     data_fd,
-    join_cgroup_then,
     passwd_entries,
 )
 
@@ -37,6 +36,8 @@ SYSTEM_DIRS = ("/usr", "/etc")
 MERGED_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_PYTHON = "/usr/bin/python3"
 READY_TIMEOUT_S = 10.0
+# Where root binds the home, inside the sandbox's private mount namespace, for bwrap to find.
+HOME_STAGE = "/mnt"
 
 
 class BubblewrapBackend:
@@ -65,7 +66,6 @@ class BubblewrapBackend:
         if spec.cgroup_layout is not None:
             cgroup = Cgroup(spec.name, spec.cgroup_layout)
             cgroup.create(spec.limits)
-        home_fd = os.open(spec.home, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
         passwd, group = passwd_entries(spec.uid)
         data = {"/etc/passwd": data_fd(passwd), "/etc/group": data_fd(group)}
         if spec.network == "egress":
@@ -73,10 +73,8 @@ class BubblewrapBackend:
         ours, theirs = socket.socketpair()
         info_read, info_write = os.pipe()
         ready_read, ready_write = os.pipe()
-        argv = self._argv(spec, home_fd, data, theirs.fileno(), info_write)
-        if cgroup is not None:
-            argv = join_cgroup_then(cgroup.procs_files(), argv)
-        passed = (home_fd, *data.values(), theirs.fileno(), info_write)
+        argv = _as_root_first(spec, cgroup, self._argv(spec, data, theirs.fileno(), info_write))
+        passed = (*data.values(), theirs.fileno(), info_write)
         errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed below; says why bwrap refused)
         try:
             process = subprocess.Popen(
@@ -106,9 +104,7 @@ class BubblewrapBackend:
             errors.close()
         return sandbox
 
-    def _argv(
-        self, spec: SandboxSpec, home_fd: int, data: dict[str, int], control: int, info: int
-    ) -> list[str]:
+    def _argv(self, spec: SandboxSpec, data: dict[str, int], control: int, info: int) -> list[str]:
         uid = str(spec.uid)
         argv = [
             "setpriv",
@@ -121,10 +117,6 @@ class BubblewrapBackend:
         ]
         if spec.cgroup_layout is None:
             argv = ["prlimit", *_prlimits(spec), "--", *argv]
-        if spec.network == "egress":
-            # A network namespace owned by the host (root makes it) that the user-mode stack
-            # can join; the sandbox cannot reconfigure it (it has no capability there).
-            argv = ["unshare", "--net", "--", *argv]
         argv += [
             "--",
             "bwrap",
@@ -166,9 +158,11 @@ class BubblewrapBackend:
             "/run",
             "--dir",
             "/var/tmp",
-            "--bind-fd",
-            str(home_fd),
+            "--bind",
+            HOME_STAGE,
             HOME_INSIDE,
+            "--remount-ro",
+            "/",  # the sandbox's own root folder too: only home, /tmp and /run are writable
             "--chdir",
             HOME_INSIDE,
             "--clearenv",
@@ -198,6 +192,34 @@ class BubblewrapBackend:
             str(control),
         ]
         return argv
+
+
+def _as_root_first(spec: SandboxSpec, cgroup: Cgroup | None, argv: list[str]) -> list[str]:
+    """What root does before it drops privileges: join the cgroup, make a private mount
+    namespace where the home is bound at a path the sandbox's uid can reach (the data dir's
+    parents may be closed to it), and for egress a network namespace the host owns (the
+    user-mode stack joins it; the sandbox has no capability to reconfigure it)."""
+    joins = "".join(f'echo $$ > "{path}" && ' for path in cgroup.procs_files()) if cgroup else ""
+    namespaces = ["--mount", "--propagation", "private"]
+    if spec.network == "egress":
+        namespaces.append("--net")
+    stage = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+    return [
+        "/bin/sh",
+        "-c",
+        f'{joins}exec "$@"',
+        "sh",
+        "unshare",
+        *namespaces,
+        "--",
+        "/bin/sh",
+        "-c",
+        stage,
+        "sh",
+        str(spec.home),
+        HOME_STAGE,
+        *argv,
+    ]
 
 
 def _prlimits(spec: SandboxSpec) -> list[str]:

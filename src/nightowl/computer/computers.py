@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,22 +47,28 @@ class _Computer:
 
     user_id: str
     uid: int
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # A thread lock: turns, the API and the sleep sweep may run on different event loops.
+    lock: threading.Lock = field(default_factory=threading.Lock)
     sandbox: Sandbox | None = None
     holders: set[str] = field(default_factory=set)
     frozen_since: float | None = None
 
 
 class Computers:
-    """The sandboxes of this server, one per user (shared by that user's turns and helpers)."""
+    """The sandboxes of this server, one per user (shared by that user's turns and helpers).
+
+    The async methods hand the work to a thread, so they may be awaited from any event loop.
+    """
 
     def __init__(self, settings: ComputerSettings, database: Database) -> None:
         self.settings = settings
         self.database = database
         self._computers: dict[str, _Computer] = {}
-        self._create_lock = asyncio.Lock()
+        self._create_lock = threading.Lock()
         self._backend: Backend | None = None
         self._layout = detect()
+        # Names this server's cgroups apart from another server's on the same host.
+        self._instance = hashlib.sha256(str(settings.homes_dir.resolve()).encode()).hexdigest()[:8]
 
     @property
     def backend(self) -> Backend:
@@ -73,58 +81,62 @@ class Computers:
         """The user's home on the host (what the sandbox sees as /home/agent)."""
         return self.settings.homes_dir / user_id
 
-    async def _computer(self, user_id: str) -> _Computer:
-        found = self._computers.get(user_id)
-        if found is None:
-            async with self._create_lock:
-                found = self._computers.get(user_id)
-                if found is None:
-                    record = await asyncio.to_thread(self._record, user_id)
-                    found = self._computers[user_id] = _Computer(user_id, record)
-        return found
-
-    def _record(self, user_id: str) -> int:
-        with self.database.write() as session:
-            return computer_of(session, user_id, self.settings.uid_base).uid
+    def _computer(self, user_id: str) -> _Computer:
+        with self._create_lock:
+            found = self._computers.get(user_id)
+            if found is None:
+                with self.database.write() as session:
+                    uid = computer_of(session, user_id, self.settings.uid_base).uid
+                found = self._computers[user_id] = _Computer(user_id, uid)
+            return found
 
     async def acquire(self, user_id: str, holder: str) -> Sandbox:
         """The user's sandbox, running, held awake by `holder` (a turn) until `release`."""
-        computer = await self._computer(user_id)
-        async with computer.lock:
+        return await asyncio.to_thread(self.acquire_now, user_id, holder)
+
+    def acquire_now(self, user_id: str, holder: str) -> Sandbox:
+        """`acquire`, blocking."""
+        computer = self._computer(user_id)
+        with computer.lock:
             computer.holders.add(holder)
             sandbox = computer.sandbox
             if sandbox is not None and not sandbox.alive():
                 log.warning("sandbox died; starting it again", extra={"user": user_id})
-                await asyncio.to_thread(sandbox.stop)
+                sandbox.stop()
                 sandbox = computer.sandbox = None
             if sandbox is None:
                 try:
-                    sandbox = computer.sandbox = await asyncio.to_thread(self._boot, computer)
+                    sandbox = computer.sandbox = self._boot(computer)
                 except BaseException:
                     computer.holders.discard(holder)
                     raise
             elif computer.frozen_since is not None:
-                await asyncio.to_thread(sandbox.thaw)
+                sandbox.thaw()
             computer.frozen_since = None
             return sandbox
 
     async def release(self, holder: str) -> None:
         """`holder` is done (its turn ended): freeze each sandbox no one holds any more."""
+        if any(holder in c.holders for c in list(self._computers.values())):
+            await asyncio.to_thread(self.release_now, holder)
+
+    def release_now(self, holder: str) -> None:
+        """`release`, blocking."""
         for computer in list(self._computers.values()):
-            if holder not in computer.holders:
-                continue
-            async with computer.lock:
+            with computer.lock:
+                if holder not in computer.holders:
+                    continue
                 computer.holders.discard(holder)
                 if not computer.holders and computer.sandbox is not None:
                     with contextlib.suppress(OSError):
-                        await asyncio.to_thread(computer.sandbox.freeze)
+                        computer.sandbox.freeze()
                     computer.frozen_since = time.monotonic()
 
     def _boot(self, computer: _Computer) -> Sandbox:
         home = self.home(computer.user_id)
         self._wake_home(computer, home)
         spec = SandboxSpec(
-            name=f"u{computer.uid}",
+            name=f"{self._instance}-u{computer.uid}",
             uid=computer.uid,
             home=home,
             limits=Limits(self.settings.memory_bytes, self.settings.cpus, self.settings.pids),
@@ -149,11 +161,15 @@ class Computers:
 
     async def deep_sleep(self, user_id: str) -> bool:
         """Stop the user's sandbox and keep its home only as a snapshot; False if held."""
-        computer = await self._computer(user_id)
-        async with computer.lock:
+        return await asyncio.to_thread(self.deep_sleep_now, user_id)
+
+    def deep_sleep_now(self, user_id: str) -> bool:
+        """`deep_sleep`, blocking."""
+        computer = self._computer(user_id)
+        with computer.lock:
             if computer.holders:
                 return False  # never during a turn
-            await asyncio.to_thread(self._archive_home, computer)
+            self._archive_home(computer)
             return True
 
     def _archive_home(self, computer: _Computer) -> None:
@@ -182,10 +198,14 @@ class Computers:
     async def destroy(self, user_id: str) -> None:
         """Kill the sandbox outright; the next tool call builds a fresh one from its home
         (or, when it sleeps, from its last snapshot)."""
-        computer = await self._computer(user_id)
-        async with computer.lock:
+        await asyncio.to_thread(self.destroy_now, user_id)
+
+    def destroy_now(self, user_id: str) -> None:
+        """`destroy`, blocking."""
+        computer = self._computer(user_id)
+        with computer.lock:
             if computer.sandbox is not None:
-                await asyncio.to_thread(computer.sandbox.stop)
+                computer.sandbox.stop()
             computer.sandbox, computer.frozen_since = None, None
 
     def state(self, user_id: str) -> str:
@@ -197,11 +217,12 @@ class Computers:
 
     def close(self) -> None:
         """Stop every sandbox (the homes stay on disk)."""
-        for computer in self._computers.values():
-            if computer.sandbox is not None:
-                with contextlib.suppress(SandboxError, OSError):
-                    computer.sandbox.stop()
-                computer.sandbox = None
+        for computer in list(self._computers.values()):
+            with computer.lock:
+                if computer.sandbox is not None:
+                    with contextlib.suppress(SandboxError, OSError):
+                        computer.sandbox.stop()
+                    computer.sandbox = None
 
 
 async def sleep_idle_forever(computers: Computers, interval_s: float) -> None:

@@ -214,9 +214,3 @@ def data_fd(content: bytes) -> int:
     os.write(fd, content)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
-
-
-def join_cgroup_then(procs_files: Sequence[Path], argv: Sequence[str]) -> list[str]:
-    """Wrap argv so the process enters the cgroup before it execs (no fork, no race)."""
-    joins = " ".join(f'echo $$ > "{path}" &&' for path in procs_files)
-    return ["/bin/sh", "-c", f'{joins} exec "$@"', "sh", *argv]

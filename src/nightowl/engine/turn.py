@@ -19,6 +19,7 @@ from typing import Any
 
 from dbos import DBOS
 
+from nightowl.computer.computers import Computers
 from nightowl.engine.durable import TurnWorkflow
 from nightowl.engine.preemption import RunningTurns
 from nightowl.harness.guard import GuardLimits, check_guard
@@ -77,6 +78,7 @@ class TurnDeps:
     homes_dir: Path
     answer_wait_s: float = 7 * 24 * 3600.0
     max_attachment_bytes: int = 25 * 1024 * 1024
+    computers: Computers | None = None
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -231,6 +233,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 call_id=slot,
                 home=deps.homes_dir / owner_id,
                 max_attachment_bytes=deps.max_attachment_bytes,
+                computers=deps.computers,
             )
             try:
                 result = await tool.run(parsed, context)
@@ -382,6 +385,9 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             raise
         finally:
             running.leave(turn_id)
+            if deps.computers is not None:
+                # The turn is over: its sandbox may freeze (no CPU) until the next tool call.
+                await deps.computers.release(turn_id)
 
     async def run_turn(turn_id: str) -> str:
         started = time.perf_counter()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from nightowl.tools.files import FILE_TOOLS
 from nightowl.tools.loading import load_tools_tool
 from nightowl.tools.messaging import SEND_TO_USER
 from nightowl.tools.outputs import READ_OUTPUT
 from nightowl.tools.registry import ToolRegistry
 from nightowl.tools.routines import CREATE_ROUTINE
+from nightowl.tools.shell import SHELL
 from nightowl.tools.timers import SET_TIMER
 from nightowl.tools.waiting import WAIT
 from nightowl.tools.web import web_fetch_tool
@@ -22,6 +24,8 @@ def builtin_registry(allow_private_fetch: bool = False) -> ToolRegistry:
             READ_OUTPUT,
             CREATE_ROUTINE,
             web_fetch_tool(allow_private_fetch),
+            SHELL,
+            *FILE_TOOLS,
         ]
     )
     registry.add(load_tools_tool(registry))
