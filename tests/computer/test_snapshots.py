@@ -1,0 +1,117 @@
+"""Snapshots: a home survives the round trip byte for byte; a crafted archive is refused whole."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from nightowl.computer.snapshots import SnapshotRejected, archive, restore, snapshot_path
+
+UID = 3_799_999
+
+
+def _tree(root: Path) -> list[tuple[str, str, int]]:
+    """Every entry under root: its path, content hash or link target, and mode."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        for name in sorted(dirs) + sorted(files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                what = "-> " + os.readlink(path)
+            elif path.is_dir():
+                what = "dir"
+            else:
+                what = hashlib.sha256(path.read_bytes()).hexdigest()
+            found.append((str(path.relative_to(root)), what, path.lstat().st_mode))
+    return sorted(found)
+
+
+def _home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    (home / "project" / ".git").mkdir(parents=True)
+    (home / "project" / "main.py").write_text("print('hi')\n")
+    (home / "project" / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (home / "data.bin").write_bytes(os.urandom(300_000))
+    (home / "empty").mkdir()
+    (home / "run.sh").write_text("#!/bin/sh\necho run\n")
+    (home / "run.sh").chmod(0o755)
+    (home / "python").symlink_to("/usr/bin/python3")  # a venv-style link into the system
+    (home / "latest").symlink_to("project/main.py")
+    return home
+
+
+def test_a_home_round_trips_byte_identical(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    os.utime(home / "data.bin", (1_700_000_000, 1_700_000_000))
+    written = 1_700_000_000
+    before = _tree(home)
+    reference, size = archive(home, tmp_path / "blobs")
+    assert (
+        reference.startswith("blob:")
+        and size == snapshot_path(tmp_path / "blobs", reference).stat().st_size
+    )
+    assert not list((tmp_path / "blobs").glob("*.partial"))  # written atomically
+
+    restore(tmp_path / "blobs", reference, home, UID)
+    assert _tree(home) == before
+    assert {p.lstat().st_uid for p in [home, *home.rglob("*")]} == {UID}
+    assert int((home / "data.bin").stat().st_mtime) == written  # times survive too
+
+
+def _crafted(tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> str:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for info, data in members:
+            info.size = len(data) if info.isfile() else 0
+            tar.addfile(info, io.BytesIO(data) if info.isfile() else None)
+    packed = zstandard.ZstdCompressor().compress(buffer.getvalue())
+    digest = hashlib.sha256(packed).hexdigest()
+    path = tmp_path / "blobs" / digest[:2] / f"{digest}.tar.zst"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(packed)
+    return "blob:" + digest
+
+
+def _file(name: str) -> tuple[tarfile.TarInfo, bytes]:
+    return tarfile.TarInfo(name), b"payload"
+
+
+def _link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, target
+    return info, b""
+
+
+@pytest.mark.parametrize(
+    ("members", "reason"),
+    [
+        ([_file("ok.txt"), _file("../escaped.txt")], "outside the home"),
+        ([_file("a/../../escaped.txt")], "outside the home"),
+        ([_file("/etc/cron.d/evil")], "outside the home"),
+        ([_link("out", "../../etc")], "points outside the home"),
+        ([_link("shadow", "/etc/shadow")], "points outside the home"),
+        ([_link("hard", "/etc/shadow", tarfile.LNKTYPE)], "hard link"),
+        ([_link("dir", "sub"), _file("dir/through.txt")], "through a link"),
+        ([(tarfile.TarInfo("null"), b"")], "special file"),
+    ],
+)
+def test_a_crafted_archive_is_refused_and_the_home_is_untouched(
+    tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes]], reason: str
+) -> None:
+    for info, _ in members:
+        if info.name == "null":
+            info.type = tarfile.CHRTYPE
+    home = _home(tmp_path)
+    before = _tree(home)
+    reference = _crafted(tmp_path, members)
+    with pytest.raises(SnapshotRejected, match=reason):
+        restore(tmp_path / "blobs", reference, home, UID)
+    assert _tree(home) == before
+    assert not (tmp_path / "escaped.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blobs", "home"]  # no staging left
