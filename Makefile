@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint typecheck pytest bench postgres chromium clean
+.PHONY: run test lint typecheck pytest bench postgres system-packages clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "nightowl needs Python >= 3.11"'
@@ -26,17 +26,18 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 
 ## run: install and start the server on 127.0.0.1 with embedded SQLite
 run: $(VENV)/.installed
+	@scripts/ensure-system-packages.sh || echo "(the agent's computer needs them; see 'nightowl doctor')"
 	$(BIN)/nightowl serve
 
-## test: install test dependencies (Chromium too), make sure PostgreSQL runs, lint,
-## type-check, run the suite
-test: $(VENV)/.installed-test postgres chromium lint typecheck pytest
+## test: install test dependencies (Debian's Chromium, bubblewrap, Xvfb … too), make sure
+## PostgreSQL runs, lint, type-check, run the suite
+test: $(VENV)/.installed-test postgres system-packages lint typecheck pytest
 
 postgres:
 	@scripts/ensure-postgres.sh
 
-chromium:
-	@scripts/ensure-chromium.sh
+system-packages:
+	@scripts/ensure-system-packages.sh
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
@@ -49,7 +50,7 @@ pytest: $(VENV)/.installed-test
 	$(BIN)/pytest -q
 
 ## bench: run every benchmark in bench/ (each prints JSON)
-bench: $(VENV)/.installed-test postgres
+bench: $(VENV)/.installed-test postgres system-packages
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
