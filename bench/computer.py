@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import percentile  # noqa: E402
-from nightowl.computer.computers import ComputerSettings, Computers  # noqa: E402
+
+from nightowl.computer.computers import Computers, ComputerSettings  # noqa: E402
 from nightowl.store.database import Database  # noqa: E402
 from nightowl.store.migrate import upgrade  # noqa: E402
 from nightowl.store.users import create_user  # noqa: E402
@@ -137,9 +138,7 @@ async def main() -> None:
             report.update(_ms(frozen, "freeze_wake"))
             report.update(_ms(deep, "deep_wake_50mb"))
             report["deep_wake_home_bytes"] = home_bytes
-            report["cold_start_vs_true"] = round(
-                percentile(cold, 50) / percentile(baseline, 50), 1
-            )
+            report["cold_start_vs_true"] = round(percentile(cold, 50) / percentile(baseline, 50), 1)
             report["targets_met"] = {
                 "cold_start_under_50ms": percentile(cold, 50) < 50,
                 "freeze_wake_under_10ms": percentile(frozen, 50) < 10,
