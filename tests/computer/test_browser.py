@@ -227,7 +227,9 @@ def test_logins_survive_a_frozen_sandbox_and_a_deep_sleep(root: Path) -> None:
         assert "Signed in" in again.content
 
         await world.computers.release(world.ctx.turn_id)
-        await world.browsers.close_user(owner)  # flushes the profile, as before a sleep
+        # Flushes the profile, as before a sleep; called, like the server's sweeps, from
+        # another event loop than the one the turns (and Playwright) run on.
+        await asyncio.to_thread(asyncio.run, world.browsers.close_user(owner))
         assert await world.computers.deep_sleep(owner)
         assert world.computers.state(owner) == "off" and not world.ctx.home.exists()
 

@@ -23,20 +23,21 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from playwright.async_api import BrowserContext, Page, Playwright, async_playwright
 
 from nightowl.computer.computers import Computers
-from nightowl.computer.sandbox import HOME_INSIDE, Sandbox, SandboxError, data_fd
+from nightowl.computer.sandbox import HOME_INSIDE, Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 CHROMIUM = "/usr/bin/chromium"
 PROFILE_INSIDE = f"{HOME_INSIDE}/.browser/profile"
-SCREENSHOTS_INSIDE = f"{HOME_INSIDE}/.browser/screenshots"
 # Chromium without its own sandbox (the user's sandbox is the boundary), GPU or background calls.
 CHROMIUM_ARGS = [
     "--disable-gpu",
@@ -235,29 +236,6 @@ class BrowserSession:
             self.page = open_pages[-1]
         return self.page
 
-    async def screenshot(self, full_page: bool = False) -> str:
-        """Save a PNG of the page in the home (written from inside); its path inside."""
-        png = await self.current_page().screenshot(type="png", full_page=full_page)
-        path = f"{SCREENSHOTS_INSIDE}/{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}.png"
-        await write_inside(self.sandbox, path, png)
-        return path
-
-
-async def write_inside(sandbox: Sandbox, path: str, content: bytes) -> None:
-    """Write a file as the sandbox's user, from inside (root never writes into the home)."""
-    source = data_fd(content)
-    sink = os.open(os.devnull, os.O_WRONLY)
-    try:
-        script = 'mkdir -p "$(dirname "$1")" && cat > "$1"'
-        result = await sandbox.run(
-            ["/bin/sh", "-c", script, "sh", path], fds=[source, sink, sink], timeout_s=30
-        )
-    finally:
-        os.close(source)
-        os.close(sink)
-    if result.exit_code != 0:
-        raise BrowserError(f"could not save {path} in the computer (exit {result.exit_code})")
-
 
 class Browsers:
     """The browsers of this server, one per user; made once, closed on shutdown."""
@@ -277,9 +255,11 @@ class Browsers:
         self._playwright: Playwright | None = None
         self._relay: _Relay | None = None
         self._start_lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None  # where Playwright lives
 
     async def _start(self) -> tuple[Playwright, _Relay, Path]:
         async with self._start_lock:
+            self._loop = self._loop or asyncio.get_running_loop()
             if self._runtime_dir is None:
                 self._runtime_dir = Path(tempfile.mkdtemp(prefix="nightowl-browser-"))
                 self._made_runtime_dir = True
@@ -291,17 +271,24 @@ class Browsers:
                 self._playwright = await async_playwright().start()
             return self._playwright, self._relay, folder
 
-    async def session(self, user_id: str, sandbox: Sandbox) -> BrowserSession:
-        """The user's browser in `sandbox` (the caller holds it awake), started if needed."""
-        lock = self._locks.setdefault(user_id, asyncio.Lock())
-        async with lock:
-            found = self._sessions.get(user_id)
-            if found is None or not found.usable(sandbox):
-                if found is not None:
-                    await self._close_context(found)
-                found = self._sessions[user_id] = await self._launch(user_id, sandbox)
-            found.used_at = time.monotonic()
-            return found
+    async def use(
+        self, user_id: str, sandbox: Sandbox, work: Callable[[BrowserSession], Awaitable[_T]]
+    ) -> _T:
+        """Run `work` with the user's browser in `sandbox` (the caller holds it awake),
+        started if needed; one call at a time, on the loop Playwright lives on."""
+
+        async def job() -> _T:
+            async with self._locks.setdefault(user_id, asyncio.Lock()):
+                session = self._sessions.get(user_id)
+                if session is None or not session.usable(sandbox):
+                    if session is not None:
+                        await self._close_context(session)
+                    session = self._sessions[user_id] = await self._launch(user_id, sandbox)
+                session.used_at = time.monotonic()
+            async with session.lock:
+                return await work(session)
+
+        return await self._on_own_loop(job())
 
     async def _launch(self, user_id: str, sandbox: Sandbox) -> BrowserSession:
         playwright, relay, folder = await self._start()
@@ -341,9 +328,23 @@ class Browsers:
         log.info("browser started", extra={"user": user_id})
         return session
 
+    async def _on_own_loop(self, work: Coroutine[Any, Any, _T]) -> _T:
+        """Run `work` on the loop Playwright lives on: turns (DBOS) run on another loop than
+        the server's own tasks, which may call close_user, close_idle and close."""
+        loop = self._loop
+        if loop is None or loop is asyncio.get_running_loop():
+            return await work
+        if loop.is_closed() or not loop.is_running():
+            work.close()
+            raise BrowserError("the browsers' event loop has stopped")
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, loop))
+
     async def close_user(self, user_id: str) -> None:
         """Close the user's browser cleanly, so its profile (cookies, logins) is on disk; call
         it before the sandbox sleeps. A frozen sandbox is thawed for the moment it takes."""
+        await self._on_own_loop(self._close_user(user_id))
+
+    async def _close_user(self, user_id: str) -> None:
         async with self._locks.setdefault(user_id, asyncio.Lock()):
             session = self._sessions.pop(user_id, None)
             if session is None:
@@ -362,6 +363,9 @@ class Browsers:
     async def close_idle(self, idle_s: float) -> int:
         """Close the browsers unused for `idle_s` seconds, so their profiles are on disk
         before their sandboxes sleep (and their memory is free); how many were closed."""
+        return await self._on_own_loop(self._close_idle(idle_s))
+
+    async def _close_idle(self, idle_s: float) -> int:
         now = time.monotonic()
         idle = [
             user_id
@@ -369,7 +373,7 @@ class Browsers:
             if now - session.used_at >= idle_s and not session.lock.locked()
         ]
         for user_id in idle:
-            await self.close_user(user_id)
+            await self._close_user(user_id)
         return len(idle)
 
     async def _close_context(self, session: BrowserSession) -> None:
@@ -382,9 +386,16 @@ class Browsers:
                 self._relay.kill(session.token)
 
     async def close(self) -> None:
-        """Close every browser, the relay and Playwright (on server shutdown)."""
+        """Close every browser, the relay and Playwright (on server shutdown, before the loop
+        the turns run on stops; after, Chromium dies with its sandbox and the driver)."""
+        with contextlib.suppress(BrowserError):
+            await self._on_own_loop(self._close())
+        if self._made_runtime_dir and self._runtime_dir is not None:
+            await asyncio.to_thread(shutil.rmtree, self._runtime_dir, True)
+
+    async def _close(self) -> None:
         for user_id in list(self._sessions):
-            await self.close_user(user_id)
+            await self._close_user(user_id)
         if self._relay is not None:
             await self._relay.close()
             self._relay = None
@@ -392,8 +403,6 @@ class Browsers:
             with contextlib.suppress(Exception):
                 await self._playwright.stop()
             self._playwright = None
-        if self._made_runtime_dir and self._runtime_dir is not None:
-            await asyncio.to_thread(shutil.rmtree, self._runtime_dir, True)
 
 
 def _prepare_runtime_dir(folder: Path) -> None:

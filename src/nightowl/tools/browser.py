@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import secrets
+import time
 from collections.abc import Awaitable, Callable
 from typing import Literal
 from urllib.parse import urlsplit
@@ -15,12 +18,13 @@ from playwright.async_api import Page
 from pydantic import BaseModel, Field
 
 from nightowl.computer.browser import BrowserError, Browsers, BrowserSession
-from nightowl.computer.sandbox import SandboxError
+from nightowl.computer.sandbox import HOME_INSIDE, Sandbox, SandboxError, data_fd
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
 
 MAX_CHARS = 12_000
 SETTLE_TIMEOUT_MS = 10_000
 SCHEMES = ("http", "https", "file", "about")
+SCREENSHOTS_INSIDE = f"{HOME_INSIDE}/.browser/screenshots"
 FRESH_REFS = "Call browser_read for fresh references, then try again (or another element)."
 BAD_URL = "Check the URL; the computer's network policy may not reach it. Try another source."
 
@@ -73,9 +77,7 @@ async def _with_browser(
     """Run `work` on the owner's browser, one call at a time, with errors the agent can use."""
     try:
         sandbox = await ctx.sandbox()
-        session = await browsers.session(ctx.owner_id, sandbox)
-        async with session.lock:
-            return await work(session)
+        return await browsers.use(ctx.owner_id, sandbox, work)
     except SandboxError as error:
         return ToolResult(f"The computer is unavailable ({error}); the browser needs it.", True)
     except BrowserError as error:
@@ -126,8 +128,28 @@ async def _read_snapshot(session: BrowserSession, offset: int = 0) -> ToolResult
     )
 
 
+async def write_inside(sandbox: Sandbox, path: str, content: bytes) -> None:
+    """Write a file as the sandbox's user, from inside (root never writes into the home)."""
+    source = data_fd(content)
+    sink = os.open(os.devnull, os.O_WRONLY)
+    try:
+        script = 'mkdir -p "$(dirname "$1")" && cat > "$1"'
+        result = await sandbox.run(
+            ["/bin/sh", "-c", script, "sh", path], fds=[source, sink, sink], timeout_s=30
+        )
+    finally:
+        os.close(source)
+        os.close(sink)
+    if result.exit_code != 0:
+        raise BrowserError(f"could not save {path} in the computer (exit {result.exit_code})")
+
+
 async def _screenshot_result(session: BrowserSession, full_page: bool) -> ToolResult:
-    path = await session.screenshot(full_page=full_page)
+    """A PNG of the page saved in the home; the result names the file, never holds it."""
+    png = await session.current_page().screenshot(type="png", full_page=full_page)
+    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}.png"
+    path = f"{SCREENSHOTS_INSIDE}/{name}"
+    await write_inside(session.sandbox, path, png)
     return ToolResult(
         f"{await _page_header(session.current_page())}\nSaved a screenshot to {path}. "
         "Prefer browser_read with mode=snapshot for finding elements; click by pixels only "
