@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from nightowl import __version__
 from nightowl.api import conversations, events, files, hooks, operations, routines, webapp
 from nightowl.api.errors import install_error_handlers
+from nightowl.computer.browser import Browsers, close_idle_browsers_forever
 from nightowl.computer.computers import Computers, ComputerSettings, sleep_idle_forever
 from nightowl.config import Settings
 from nightowl.engine.durable import DurableEngine
@@ -32,6 +33,7 @@ from nightowl.store.migrate import upgrade
 from nightowl.store.owner import ensure_owner_token
 from nightowl.store.questions import answered_but_waiting
 from nightowl.store.turns import waiting_turns
+from nightowl.tools.browser import browser_tools
 from nightowl.tools.builtin import builtin_registry
 
 log = logging.getLogger(__name__)
@@ -64,11 +66,17 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         database,
     )
     app.state.computers = computers
+    browsers = Browsers(computers)  # its relay socket lives in a fresh root-only temp dir
+    computers.before_sleep.append(browsers.close_user)  # the profile is flushed first
+    app.state.browsers = browsers
+    tools = builtin_registry(settings.web_fetch_private)
+    for tool in browser_tools(browsers):
+        tools.add(tool)
     deps = TurnDeps(
         database=database,
         metrics=metrics,
         model=build_model(settings.model),
-        tools=builtin_registry(settings.web_fetch_private),
+        tools=tools,
         limits=GuardLimits(
             max_steps=settings.max_steps_per_turn,
             max_identical_calls=settings.max_identical_tool_calls,
@@ -157,6 +165,13 @@ def build_app(settings: Settings) -> FastAPI:
                     app.state.computers, min(60.0, settings.sandbox_idle_sleep_s / 4)
                 )
             ),
+            asyncio.create_task(
+                close_idle_browsers_forever(
+                    app.state.browsers,
+                    settings.sandbox_idle_sleep_s / 2,
+                    min(60.0, settings.sandbox_idle_sleep_s / 4),
+                )
+            ),
         ]
         log.info("nightowl is up", extra={"worker": settings.worker_id})
         try:
@@ -166,6 +181,9 @@ def build_app(settings: Settings) -> FastAPI:
                 task.cancel()
                 with suppress(asyncio.CancelledError):
                     await task
+            # Before the engine stops: Playwright lives on the loop turns run on.
+            with suppress(Exception):
+                await app.state.browsers.close()
             await asyncio.to_thread(stop_services, app)
 
     app = FastAPI(title="nightowl", version=__version__, lifespan=lifespan)

@@ -422,3 +422,13 @@ async def _prepare_profile(sandbox: Sandbox) -> None:
     result = await sandbox.run(["/bin/sh", "-c", script], timeout_s=30)
     if result.exit_code != 0:
         raise BrowserError(f"could not prepare the browser profile (exit {result.exit_code})")
+
+
+async def close_idle_browsers_forever(browsers: Browsers, idle_s: float, interval_s: float) -> None:
+    """The background sweep that closes browsers unused for `idle_s` (profiles flushed)."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await browsers.close_idle(idle_s)
+        except Exception:
+            log.exception("closing idle browsers failed")

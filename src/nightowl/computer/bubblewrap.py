@@ -223,9 +223,10 @@ def _as_root_first(spec: SandboxSpec, cgroup: Cgroup | None, argv: list[str]) ->
 
 
 def _prlimits(spec: SandboxSpec) -> list[str]:
-    # Without cgroups: per-process address space, CPU seconds, and processes of this uid.
+    # Without cgroups: per-process data size (not address space: browsers reserve far more
+    # than they use) and processes of this uid.
     return [
-        f"--as={spec.limits.memory_bytes}",
+        f"--data={spec.limits.memory_bytes}",
         f"--nproc={spec.limits.pids}",
     ]
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +69,8 @@ class Computers:
         self._backend: Backend | None = None
         self._layout = detect()
         # Names this server's cgroups apart from another server's on the same host.
+        # Called with the user id before a sandbox sleeps deeply (a browser flushes its profile).
+        self.before_sleep: list[Callable[[str], Awaitable[None]]] = []
         self._instance = hashlib.sha256(str(settings.homes_dir.resolve()).encode()).hexdigest()[:8]
 
     @property
@@ -161,6 +164,11 @@ class Computers:
 
     async def deep_sleep(self, user_id: str) -> bool:
         """Stop the user's sandbox and keep its home only as a snapshot; False if held."""
+        computer = self._computers.get(user_id)
+        if computer is not None and computer.holders:
+            return False  # never during a turn
+        for hook in self.before_sleep:
+            await hook(user_id)  # outside the lock: a hook may itself use the sandbox
         return await asyncio.to_thread(self.deep_sleep_now, user_id)
 
     def deep_sleep_now(self, user_id: str) -> bool:
