@@ -48,6 +48,11 @@ def put_file(blob_dir: Path, source: Path) -> str:
     return _put(blob_dir, source.read_bytes(), ".bin")
 
 
+def put_bytes(blob_dir: Path, data: bytes) -> str:
+    """Store a file's bytes and return its reference."""
+    return _put(blob_dir, data, ".bin")
+
+
 def file_path(blob_dir: Path, reference: str) -> Path:
     """Where a stored file's bytes are."""
     return _path(blob_dir, reference, ".bin")

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
-from pathlib import PurePosixPath
+import os
+import stat
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from nightowl.store.blobs import put_file
+from nightowl.store.blobs import put_bytes
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import wait_for_answer
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
@@ -69,6 +71,31 @@ def _waiting_label(args: SendToUserArgs) -> str:
     return "waiting for your approval" if args.ask == "approval" else "waiting for your answer"
 
 
+def _read_inside(home: Path, relative: PurePosixPath, limit: int) -> bytes | int:
+    """The file's bytes, opened one component at a time without following any link (the
+    sandbox may swap a folder for a link between a check and a read); its size if too big."""
+    fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in relative.parts[:-1]:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        inner = os.open(relative.parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileNotFoundError(str(relative))
+        if info.st_size > limit:
+            return info.st_size
+        with os.fdopen(fd, "rb") as file:
+            fd = -1
+            return file.read(limit + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def _attach(paths: list[str], ctx: ToolContext) -> list[dict[str, Any]] | str:
     """Copy each file into the blob store; a problem comes back as a message for the agent."""
     home = ctx.home.resolve()
@@ -78,12 +105,16 @@ def _attach(paths: list[str], ctx: ToolContext) -> list[dict[str, Any]] | str:
         if relative.is_absolute():
             relative = relative.relative_to("/")
         path = (home / relative).resolve()
-        if not path.is_relative_to(home):
+        if not path.is_relative_to(home) or path == home:
             return f"{given!r} is outside your home folder; attach files from inside it."
-        if not path.is_file():
+        try:
+            data = _read_inside(
+                home, PurePosixPath(path.relative_to(home)), ctx.max_attachment_bytes
+            )
+        except OSError:
             return f"{given!r} does not exist in your home folder; write the file first."
-        size = path.stat().st_size
-        if size > ctx.max_attachment_bytes:
+        if isinstance(data, int) or len(data) > ctx.max_attachment_bytes:
+            size = data if isinstance(data, int) else len(data)
             return (
                 f"{given!r} is {size:,} bytes; the limit is {ctx.max_attachment_bytes:,}. "
                 "Compress it or send a smaller excerpt."
@@ -92,8 +123,8 @@ def _attach(paths: list[str], ctx: ToolContext) -> list[dict[str, Any]] | str:
         attached.append(
             {
                 "name": path.name,
-                "blob": put_file(ctx.blob_dir, path),
-                "size": size,
+                "blob": put_bytes(ctx.blob_dir, data),
+                "size": len(data),
                 "content_type": content_type,
             }
         )
