@@ -49,7 +49,9 @@ def test_doctor_reports_each_check_and_what_to_do(tmp_path: Path) -> None:
     _run("token", "list", env=_env(tmp_path))  # any store command migrates it
     healthy = _run("doctor", env=_env(tmp_path))
     assert healthy.returncode == 0, healthy.stdout
-    for name in ("database", "migrations", "engine", "model", "sandbox"):
+    for name in ("database", "migrations", "engine", "model", "sandbox", "backend bubblewrap"):
+        assert f"] {name}:" in healthy.stdout
+    for name in ("backend gvisor", "cgroups", "egress", "desktop", "browser"):
         assert f"] {name}:" in healthy.stdout
     broken = _run(
         "doctor",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 from collections.abc import Callable
@@ -123,19 +124,116 @@ def _model(settings: Settings) -> Check:
     return Check("model", True, settings.model)
 
 
-def _sandbox(_settings: Settings) -> Check:
-    missing = [tool for tool in ("bwrap", "setpriv") if shutil.which(tool) is None]
-    network = [tool for tool in ("slirp4netns", "pasta") if shutil.which(tool)]
-    if missing:
+def _sandbox(settings: Settings) -> Check:
+    from nightowl.computer.backends import choose_backend
+    from nightowl.computer.sandbox import SandboxError
+
+    configured = settings.sandbox_backend
+    try:
+        backend = choose_backend(configured)
+    except SandboxError as error:
         return Check(
             "sandbox",
             False,
-            f"missing {', '.join(missing)}: the bubblewrap sandbox cannot start",
-            "apt-get install bubblewrap util-linux",
+            f"{configured}: {error}; users' computers cannot start",
+            "see the sandbox backend checks below",
+            required=configured != "auto",
+        )
+    chosen = f"auto chose {backend.name}" if configured == "auto" else backend.name
+    return Check("sandbox", True, f"{chosen}, network {settings.sandbox_network}")
+
+
+def _backend_check(name: str) -> Callable[[Settings], Check]:
+    """Whether the backend `name` works here and why not; required only when configured."""
+
+    def check(settings: Settings) -> Check:
+        from nightowl.computer.backends import known_backends
+
+        backend = known_backends()[name]
+        problems = backend.problems()
+        required = settings.sandbox_backend == name
+        if problems:
+            return Check(f"backend {name}", False, "; ".join(problems), BACKEND_FIX[name], required)
+        notes: list[str] = getattr(backend, "notes", list)()  # what works badly (gVisor)
+        detail = "works here" + "".join(f"; note: {note}" for note in notes)
+        return Check(f"backend {name}", True, detail, required=required)
+
+    return check
+
+
+BACKEND_FIX = {
+    "bubblewrap": "apt-get install bubblewrap util-linux python3-minimal; run the server as root",
+    "gvisor": "apt-get install runsc (gVisor); run the server as root on a host that allows ptrace",
+}
+
+
+def _cgroups(_settings: Settings) -> Check:
+    from nightowl.computer.cgroups import detect
+
+    layout = detect()
+    if layout is None:
+        return Check(
+            "cgroups",
+            False,
+            "none writable: limits fall back to prlimit/rlimits per process; bubblewrap "
+            "sandboxes cannot be frozen (gVisor pauses through runsc instead)",
+            "run as root with cgroup v2 (memory, pids, cpu) or v1 memory, cpu, pids, freezer",
             required=False,
         )
-    detail = "bubblewrap ready" + (f"; egress via {network[0]}" if network else "; no egress tool")
-    return Check("sandbox", True, detail)
+    return Check("cgroups", True, f"{layout}: memory, cpu and pids limits; freezing works")
+
+
+def _egress(settings: Settings) -> Check:
+    from nightowl.computer.network import egress_problems
+
+    if settings.sandbox_network == "none":
+        return Check("egress", True, "not used (sandbox network none)", required=False)
+    problems = egress_problems() + [
+        f"{tool} is missing (util-linux)"
+        for tool in ("unshare", "nsenter")
+        if not shutil.which(tool)
+    ]
+    if problems:
+        fix = "apt-get install slirp4netns util-linux, or set NIGHTOWL_SANDBOX_NETWORK=none"
+        return Check("egress", False, "; ".join(problems), fix, required=False)
+    return Check("egress", True, f"slirp4netns at {shutil.which('slirp4netns')}", required=False)
+
+
+def _desktop(_settings: Settings) -> Check:
+    tools = {"Xvfb": "xvfb", "xdotool": "xdotool", "import": "imagemagick", "x11vnc": "x11vnc"}
+    missing = {tool: package for tool, package in tools.items() if not _inside(tool)}
+    if missing:
+        return Check(
+            "desktop",
+            False,
+            f"missing {', '.join(missing)}: the agent's display cannot start",
+            f"apt-get install {' '.join(sorted(set(missing.values())))}",
+            required=False,
+        )
+    return Check("desktop", True, "Xvfb, xdotool, ImageMagick and x11vnc found", required=False)
+
+
+def _browser(_settings: Settings) -> Check:
+    chromium = _inside("chromium") or _inside("chromium-browser")
+    playwright = importlib.util.find_spec("playwright") is not None
+    if chromium is None or not playwright:
+        missing = [] if chromium else ["chromium"]
+        missing += [] if playwright else ["the playwright package"]
+        return Check(
+            "browser",
+            False,
+            f"missing {' and '.join(missing)}: the browser tools cannot start",
+            "apt-get install chromium; pip install playwright",
+            required=False,
+        )
+    return Check("browser", True, f"chromium at {chromium}", required=False)
+
+
+def _inside(tool: str) -> str | None:
+    """Where `tool` is on the sandbox's PATH (the sandbox sees the host's /usr, not /opt)."""
+    from nightowl.computer.sandbox import PATH_INSIDE
+
+    return shutil.which(tool, path=PATH_INSIDE)
 
 
 CHECKS: tuple[Callable[[Settings], Check], ...] = (
@@ -144,6 +242,12 @@ CHECKS: tuple[Callable[[Settings], Check], ...] = (
     _engine,
     _model,
     _sandbox,
+    _backend_check("bubblewrap"),
+    _backend_check("gvisor"),
+    _cgroups,
+    _egress,
+    _desktop,
+    _browser,
 )
 
 

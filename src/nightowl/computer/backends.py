@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from nightowl.computer.bubblewrap import BubblewrapBackend
+from nightowl.computer.gvisor import GvisorBackend
 from nightowl.computer.sandbox import Backend, SandboxError
 
 
 def known_backends() -> dict[str, Backend]:
-    """Every backend by name, strongest isolation last."""
-    return {"bubblewrap": BubblewrapBackend()}
+    """Every backend by name, in the order 'auto' tries them (bubblewrap first; gVisor, the
+    stronger isolation, only by name or where bubblewrap cannot run)."""
+    return {"bubblewrap": BubblewrapBackend(), "gvisor": GvisorBackend()}
 
 
 def choose_backend(name: str) -> Backend:
