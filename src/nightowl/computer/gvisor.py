@@ -259,6 +259,8 @@ class GvisorBackend:
             )
         except BaseException:
             ours.close()
+            os.close(ready_read)
+            errors.close()
             _cleanup(helpers, cgroup, bundle)
             raise
         finally:
