@@ -19,7 +19,8 @@ def test_freeze_deep_sleep_and_restore(tmp_path: Path, database: Database) -> No
             assert computers.state(user) == "off"  # nothing boots before a tool needs it
             sandbox = await computers.acquire(user, "turn-1")
             assert computers.state(user) == "running"
-            await sandbox.run("mkdir -p work && echo 'draft v1' > work/notes.txt; sleep 300 &")
+            await sandbox.run("mkdir -p work && echo 'draft v1' > work/notes.txt")
+            await sandbox.start_daemon(["sleep", "300"])  # a process that outlives its call
             home = computers.home(user)
             assert (home / "work" / "notes.txt").read_text() == "draft v1\n"
 

@@ -101,9 +101,13 @@ class Cgroup:
         except FileNotFoundError:
             return []
 
-    def freeze(self) -> None:
-        """Stop every process in the group where it stands (no CPU, memory kept)."""
+    def freeze(self, wait_s: float = 1.0) -> None:
+        """Stop every process in the group where it stands (no CPU, memory kept); returns
+        once the kernel reports the group frozen (v1 passes through FREEZING)."""
         self._freezer("1" if self.layout == "v2" else "FROZEN")
+        deadline = time.monotonic() + wait_s
+        while not self.frozen() and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def thaw(self) -> None:
         """Let the group's processes run again."""
@@ -120,6 +124,15 @@ class Cgroup:
             (self._dirs["all"] / "cgroup.freeze").write_text(state)
         else:
             (self._dirs["freezer"] / "freezer.state").write_text(state)
+
+    def pids_refused(self) -> int:
+        """How many forks the process limit refused so far."""
+        folder = self._dirs["all" if self.layout == "v2" else "pids"]
+        for line in (folder / "pids.events").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "max":
+                return int(value)
+        return 0
 
     def memory_events(self) -> dict[str, int]:
         """How often the memory limit was hit and the OOM killer ran."""

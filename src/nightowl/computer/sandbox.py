@@ -124,7 +124,7 @@ class Sandbox:
         conn = self._open(request, fds)
         reader, writer = await asyncio.open_unix_connection(sock=conn)
         try:
-            started = json.loads(await reader.readline() or b"{}")
+            started = json.loads(await reader.readline() or b'{"error": "no answer"}')
             if "error" in started:
                 raise SandboxError(str(started["error"]))
             try:
@@ -133,17 +133,25 @@ class Sandbox:
                 return ExecResult(None, timed_out=True)
             if not ended:
                 raise SandboxError("the sandbox stopped while the command ran")
-            return ExecResult(int(json.loads(ended)["exit"]))
+            answer = json.loads(ended)
+            if "exit" not in answer:
+                raise SandboxError(str(answer.get("error", "the command ended without a status")))
+            return ExecResult(int(answer["exit"]))
         finally:
             # Closing our end is the signal: the supervisor kills what still runs.
             writer.close()
 
     async def start_daemon(
-        self, argv: Sequence[str], *, output: str | None = None, env: dict[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        output: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
     ) -> int:
-        """Start a long-running process inside (a display, a browser); its pid inside."""
+        """Start a long-running process inside (a display, a server); its pid inside."""
         request = {"op": "exec", "argv": list(argv), "daemon": True, "output": output}
-        request["env"] = env or {}
+        request["env"], request["cwd"] = env or {}, cwd
         conn = self._open(request)
         reader, writer = await asyncio.open_unix_connection(sock=conn)
         try:

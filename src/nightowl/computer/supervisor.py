@@ -25,6 +25,7 @@ import threading
 
 TYPE_CHECKING = False  # not typing's: importing typing costs the cold start ~2 ms
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import IO
 
 CONTROL_FD = 3
@@ -112,6 +113,10 @@ def _exec(conn: socket.socket, request: dict[str, object], fds: list[int]) -> No
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
         code = process.wait()
+        # What the command left running in its group goes too (a fork bomb's children, a
+        # forgotten `&`); a service meant to stay starts itself with `setsid`.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
     finally:
         os.close(pidfd)
     with contextlib.suppress(OSError):
@@ -203,7 +208,14 @@ def _search(request: dict[str, object]) -> dict[str, object]:
     glob = str(request.get("glob") or "*")
     limit = int(str(request.get("limit", 200)))
     found: list[dict[str, object]] = []
-    for folder, dirs, files in os.walk(root):
+    if os.path.isfile(root):  # one file: search it, whatever its name
+        walk: Iterable[tuple[str, list[str], list[str]]] = [
+            (os.path.dirname(root), [], [os.path.basename(root)])
+        ]
+        glob = "*"
+    else:
+        walk = os.walk(root)
+    for folder, dirs, files in walk:
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             if not fnmatch.fnmatch(name, glob):
@@ -265,7 +277,12 @@ def main() -> None:
         if not fds:
             return  # the server closed the control socket: the sandbox ends
         conn = socket.socket(fileno=fds[0])
-        threading.Thread(target=_serve, args=(conn, fds[1:]), daemon=True).start()
+        try:
+            threading.Thread(target=_serve, args=(conn, fds[1:]), daemon=True).start()
+        except RuntimeError:  # no thread to be had (a fork bomb filled the pids limit)
+            for fd in fds[1:]:
+                os.close(fd)
+            conn.close()  # the server sees the request fail; the supervisor goes on
 
 
 if __name__ == "__main__":

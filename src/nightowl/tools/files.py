@@ -70,7 +70,7 @@ async def _ask(ctx: ToolContext, request: dict[str, Any]) -> dict[str, Any] | To
             hint = "That is a folder; use list_files."
         elif "NotADirectoryError" in text:
             hint = "That is a file, not a folder; use read_file."
-        elif "PermissionError" in text:
+        elif "PermissionError" in text or "Read-only file system" in text:
             hint = "Permission denied: only your home folder and /tmp are writable."
         else:
             hint = "Check the path and try again."

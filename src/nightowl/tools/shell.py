@@ -17,12 +17,20 @@ TAIL_BYTES = 6_000
 class ShellArgs(BaseModel):
     """Arguments of shell."""
 
-    command: str = Field(min_length=1, max_length=20_000, description="A /bin/sh command line.")
+    command: str = Field(
+        min_length=1,
+        max_length=20_000,
+        description="A /bin/sh command line. What it leaves running is stopped when it "
+        "ends; use background=true for a server or a job that must keep running.",
+    )
     timeout_s: float = Field(
         default=120, gt=0, le=3600, description="Kill it after this many seconds."
     )
     cwd: str | None = Field(
         default=None, max_length=1000, description="Working folder (default: the home folder)."
+    )
+    background: bool = Field(
+        default=False, description="Start it and return at once; it keeps running."
     )
 
 
@@ -38,6 +46,17 @@ async def _shell(args: ShellArgs, ctx: ToolContext) -> ToolResult:
     except SandboxError as error:
         return ToolResult(f"No computer is available: {error}. Do without the shell.", True)
     output = output_path(ctx)
+    if args.background:
+        try:
+            pid = await sandbox.start_daemon(
+                ["/bin/sh", "-c", args.command], output=output, cwd=args.cwd
+            )
+        except SandboxError as error:
+            return ToolResult(f"It could not start: {error}. Check the command and cwd.", True)
+        return ToolResult(
+            f"Started in the background (pid {pid}); its output goes to ~/{output}. "
+            f"Stop it with shell `kill {pid}`."
+        )
     started = time.monotonic()
     try:
         result = await sandbox.run(
