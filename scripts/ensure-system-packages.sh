@@ -4,7 +4,7 @@
 # ImageMagick, x11vnc, noVNC) and the browser (Chromium; none can be downloaded at run time).
 set -euo pipefail
 PACKAGES=(chromium bubblewrap slirp4netns runsc python3-minimal util-linux procps iproute2
-  xvfb xdotool imagemagick x11vnc novnc websockify xterm)
+  xvfb x11-utils xdotool imagemagick x11vnc novnc xterm)
 missing=()
 for package in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \

@@ -12,10 +12,20 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nightowl import __version__
-from nightowl.api import conversations, events, files, hooks, operations, routines, webapp
+from nightowl.api import (
+    conversations,
+    display,
+    events,
+    files,
+    hooks,
+    operations,
+    routines,
+    webapp,
+)
 from nightowl.api.errors import install_error_handlers
 from nightowl.computer.browser import Browsers, close_idle_browsers_forever
 from nightowl.computer.computers import Computers, ComputerSettings, sleep_idle_forever
+from nightowl.computer.desktop import Desktops
 from nightowl.config import Settings
 from nightowl.engine.durable import DurableEngine
 from nightowl.engine.heartbeat import Heartbeat
@@ -35,6 +45,7 @@ from nightowl.store.questions import answered_but_waiting
 from nightowl.store.turns import waiting_turns
 from nightowl.tools.browser import browser_tools
 from nightowl.tools.builtin import builtin_registry
+from nightowl.tools.desktop import desktop_tools
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +81,9 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     computers.before_sleep.append(browsers.close_user)  # the profile is flushed first
     app.state.browsers = browsers
     tools = builtin_registry(settings.web_fetch_private)
-    for tool in browser_tools(browsers):
+    desktops = Desktops(computers)
+    app.state.desktops = desktops
+    for tool in [*browser_tools(browsers), *desktop_tools(desktops)]:
         tools.add(tool)
     deps = TurnDeps(
         database=database,
@@ -184,6 +197,8 @@ def build_app(settings: Settings) -> FastAPI:
             # Before the engine stops: Playwright lives on the loop turns run on.
             with suppress(Exception):
                 await app.state.browsers.close()
+            with suppress(Exception):
+                await app.state.desktops.aclose()
             await asyncio.to_thread(stop_services, app)
 
     app = FastAPI(title="nightowl", version=__version__, lifespan=lifespan)
@@ -194,6 +209,7 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(hooks.routes)
     app.include_router(routines.routes)
     app.include_router(files.routes)
+    app.include_router(display.routes)
     app.include_router(webapp.routes)
 
     app.add_middleware(RequestMetrics)

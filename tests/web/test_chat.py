@@ -38,6 +38,9 @@ def test_a_message_sent_in_the_page_gets_the_agents_reply(
     expect(reply.locator("strong")).to_have_text("there")
     expect(page.locator("li.pending")).to_have_count(0)
     expect(page.locator("#activity")).to_be_hidden()
+    # The agent's screen (live view and takeover) is one click away from its conversation.
+    screen = page.get_by_role("link", name="Screen")
+    expect(screen).to_have_attribute("href", f"/display#agent={conversation}")
 
 
 def test_a_message_sent_on_one_device_appears_on_the_other(

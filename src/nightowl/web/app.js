@@ -165,6 +165,9 @@ async function newConversation() {
 function renderHeader() {
   const c = state.conversations.get(state.current);
   $("conversation-title").textContent = c ? conversationLabel(c) : "nightowl";
+  const screen = $("screen-link");
+  screen.hidden = !c;
+  if (c) screen.href = `/display#agent=${encodeURIComponent(c.id)}`;
   const activity = $("activity");
   if (c?.activity) {
     activity.hidden = false;
