@@ -244,3 +244,23 @@ def _host_processes() -> list[tuple[str, str]]:
             continue
         found.append((cmdline, status))
     return found
+
+
+def test_each_agent_has_its_own_tab_and_shares_the_users_logins(root: Path) -> None:
+    async def scenario(world: World) -> None:
+        site = (await serve_pages(await world.ctx.sandbox())).removesuffix("form.html")
+        first = world.ctx
+        await world.call("browser_open", url=f"{site}login.html")  # agent 1 signs in
+
+        world.ctx = replace(first, conversation_id="cnv_other")  # agent 2, same user
+        who = await world.call("browser_open", url=f"{site}whoami.html")
+        assert "cookie: session=s3cret" in who.content  # one profile: the login is shared
+
+        world.ctx = first  # agent 1's tab is where it left it
+        mine = await world.call("browser_read", mode="text")
+        assert "Signed in" in mine.content and "login.html" in mine.content
+        session = world.browsers._sessions[first.owner_id]
+        assert set(session.pages) == {"cnv_test", "cnv_other"}
+        assert len(session.context.pages) == 2
+
+    run_world(root, scenario)

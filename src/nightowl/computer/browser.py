@@ -212,13 +212,16 @@ def _inside_arg(arg: str) -> str:
 
 @dataclass
 class BrowserSession:
-    """One user's browser: the sandbox it runs in, its Playwright context, the current page."""
+    """One user's browser: the sandbox it runs in, its Playwright context (one profile, so
+    logins are shared), and a tab of its own for each agent of the user."""
 
     user_id: str
     sandbox: Sandbox
     context: BrowserContext
-    page: Page
+    spare: Page | None  # the blank tab the browser opened with, for the first agent
     token: str
+    pages: dict[str, Page] = field(default_factory=dict)
+    agent: str = ""  # whose call runs now (calls are one at a time, under `lock`)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     closed: bool = False
     used_at: float = field(default_factory=time.monotonic)
@@ -227,14 +230,29 @@ class BrowserSession:
         """Whether this browser still runs in the given (current) sandbox."""
         return not self.closed and self.sandbox is sandbox and sandbox.alive()
 
+    async def ensure_tab(self, agent: str) -> None:
+        """Make `agent` the current caller, with a tab of its own."""
+        self.agent = agent
+        page = self.pages.get(agent)
+        if page is not None and not page.is_closed():
+            return
+        if self.spare is not None and not self.spare.is_closed():
+            page, self.spare = self.spare, None
+        else:
+            page = await self.context.new_page()
+        self._own(agent, page)
+
+    def _own(self, agent: str, page: Page) -> None:
+        self.pages[agent] = page
+        # A link the agent opens in a new tab becomes its current tab.
+        page.on("popup", lambda popup: self._own(agent, popup))
+
     def current_page(self) -> Page:
-        """The page the agent works on (the newest open one when it was closed)."""
-        if self.page.is_closed():
-            open_pages = [page for page in self.context.pages if not page.is_closed()]
-            if not open_pages:
-                raise BrowserError("every tab of the browser is closed; open a URL first")
-            self.page = open_pages[-1]
-        return self.page
+        """The current agent's tab."""
+        page = self.pages.get(self.agent)
+        if page is None or page.is_closed():
+            raise BrowserError("your browser tab is closed; open a URL first")
+        return page
 
 
 class Browsers:
@@ -272,10 +290,14 @@ class Browsers:
             return self._playwright, self._relay, folder
 
     async def use(
-        self, user_id: str, sandbox: Sandbox, work: Callable[[BrowserSession], Awaitable[_T]]
+        self,
+        user_id: str,
+        sandbox: Sandbox,
+        work: Callable[[BrowserSession], Awaitable[_T]],
+        agent: str = "",
     ) -> _T:
-        """Run `work` with the user's browser in `sandbox` (the caller holds it awake),
-        started if needed; one call at a time, on the loop Playwright lives on."""
+        """Run `work` with the user's browser in `sandbox` (the caller holds it awake) on
+        `agent`'s own tab, started if needed; one call at a time, on Playwright's loop."""
 
         async def job() -> _T:
             async with self._locks.setdefault(user_id, asyncio.Lock()):
@@ -286,6 +308,7 @@ class Browsers:
                     session = self._sessions[user_id] = await self._launch(user_id, sandbox)
                 session.used_at = time.monotonic()
             async with session.lock:
+                await session.ensure_tab(agent)
                 return await work(session)
 
         return await self._on_own_loop(job())
@@ -313,18 +336,13 @@ class Browsers:
             relay.forget(token)  # used by now, or never to be
         context.set_default_timeout(15_000)
         context.set_default_navigation_timeout(30_000)
-        pages = context.pages
-        page = pages[0] if pages else await context.new_page()
-        session = BrowserSession(user_id, sandbox, context, page, token)
+        spare = context.pages[0] if context.pages else None
+        session = BrowserSession(user_id, sandbox, context, spare, token)
 
         def closed(_context: BrowserContext) -> None:
             session.closed = True
 
-        def opened(new_page: Page) -> None:
-            session.page = new_page  # a link opened in a new tab: follow it
-
         context.on("close", closed)
-        context.on("page", opened)
         log.info("browser started", extra={"user": user_id})
         return session
 

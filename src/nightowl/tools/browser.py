@@ -77,7 +77,8 @@ async def _with_browser(
     """Run `work` on the owner's browser, one call at a time, with errors the agent can use."""
     try:
         sandbox = await ctx.sandbox()
-        return await browsers.use(ctx.owner_id, sandbox, work)
+        # Each agent (conversation) has its own tab; the profile (logins) is the user's.
+        return await browsers.use(ctx.owner_id, sandbox, work, agent=ctx.conversation_id)
     except SandboxError as error:
         return ToolResult(f"The computer is unavailable ({error}); the browser needs it.", True)
     except BrowserError as error:
