@@ -111,12 +111,17 @@ def test_the_owners_correction_kills_the_running_shell_command(
             killed_after = time.monotonic() - sent
             wait_for(lambda: "Stopped; what now?" in _bodies(client, conversation))
         assert killed_after < 1.0, f"the command still ran {killed_after:.2f} s after"
-        statuses = rows(
-            database_url,
-            "SELECT status FROM turns WHERE conversation_id = :c ORDER BY created_at",
-            c=conversation,
-        )
-        assert [s for (s,) in statuses] == ["interrupted", "done"]
+
+        def statuses() -> list[str]:
+            found = rows(
+                database_url,
+                "SELECT status FROM turns WHERE conversation_id = :c ORDER BY created_at",
+                c=conversation,
+            )
+            return [status for (status,) in found]
+
+        wait_for(lambda: statuses()[-1] != "running")  # the reply is out; the turn ends next
+        assert statuses() == ["interrupted", "done"]
         assert not list((tmp_path / "data" / "homes").glob("*/late.txt"))
     finally:
         server.stop()
