@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from nightowl.computer.browser import PROFILE_INSIDE, Browsers
+from nightowl.computer.browser import Browsers
+from nightowl.computer.browser_relay import PROFILE_INSIDE
 from nightowl.computer.computers import Computers, ComputerSettings
 from nightowl.computer.sandbox import HOME_INSIDE, Sandbox
 from nightowl.store.database import Database

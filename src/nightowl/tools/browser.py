@@ -17,7 +17,8 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from pydantic import BaseModel, Field
 
-from nightowl.computer.browser import BrowserError, Browsers, BrowserSession
+from nightowl.computer.browser import Browsers, BrowserSession
+from nightowl.computer.browser_relay import BrowserError
 from nightowl.computer.sandbox import HOME_INSIDE, Sandbox, SandboxError, data_fd
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
 
