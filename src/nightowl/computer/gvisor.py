@@ -10,8 +10,8 @@ The control socket: runsc 20221219 has no `--preserve-fds`, but it hands its own
 and stderr to the container as host-backed descriptors, and gVisor's host-backed unix sockets
 do receive SCM_RIGHTS (passed descriptors are imported as host files, sockets and pipes). So
 runsc's stdin is the control socket (the supervisor gets `0` as its descriptor) and `ready`
-comes back on runsc's stdout, as with bubblewrap. A prelude (see PRELUDE) makes PID 1 an init
-that reaps orphans and stands in for `pidfd_open`, which gVisor lacks.
+comes back on runsc's stdout, as with bubblewrap. A prelude (gvisor_bundle.PRELUDE) makes
+PID 1 an init that reaps orphans and stands in for `pidfd_open`, which gVisor lacks.
 
 Limits: with a cgroup layout, runsc runs with `--ignore-cgroups` inside the sandbox's own group
 (joined before exec, as bubblewrap does), which holds gVisor's sentry, gofer and ptrace stubs:
@@ -35,7 +35,6 @@ plain `ls`, find, cp, tar and Python work.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import shutil
@@ -44,19 +43,16 @@ import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from nightowl.computer.bubblewrap import MERGED_DIRS, SYSTEM_DIRS, SYSTEM_PYTHON
+from nightowl.computer.bubblewrap import SYSTEM_PYTHON
 from nightowl.computer.cgroups import Cgroup, Limits
+from nightowl.computer.gvisor_bundle import write_bundle
 from nightowl.computer.network import start_egress
 from nightowl.computer.sandbox import (
-    HOME_INSIDE,
-    PATH_INSIDE,
-    SUPERVISOR_SOURCE,
     Sandbox,
     SandboxError,
     SandboxSpec,
-    passwd_entries,
 )
 
 STATE_DIR = Path("/run/nightowl-gvisor")  # root-only: runsc's state and the bundles
@@ -65,7 +61,6 @@ READY_TIMEOUT_S = 20.0
 RUNSC_TIMEOUT_S = 10.0
 STOP_GRACE_S = 2.0
 PROBE_TIMEOUT_S = 10.0
-TMPFS_DIRS = ("/dev/shm", "/tmp", "/run", "/var/tmp")
 # The host cgroup holds gVisor itself too: its sentry, gofer and (ptrace platform) stub
 # processes, with up to a host thread per sandbox thread in each stub, so a sandbox with N
 # processes can use thousands of host tasks. A failed fork on the host panics the whole sentry,
@@ -84,42 +79,6 @@ _probes: dict[str, Probe] = {}  # by runsc path, once per process
 # (bwrap's init does it for bubblewrap): it forks and, as the parent, reaps every child until
 # the supervisor ends. gVisor has no pidfd_open (ENOSYS): the supervisor gets a stand-in, a pipe
 # closed once waitid(WNOWAIT) sees the child end (left unreaped for the supervisor's wait).
-PRELUDE = """
-import os, threading
-supervisor = os.fork()
-if supervisor:
-    os.close(0)
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            os._exit(1)
-        if pid == supervisor:
-            os._exit(os.waitstatus_to_exitcode(status) % 256)
-try:
-    os.close(os.pidfd_open(os.getpid()))
-except OSError:
-    def _pidfd_open(pid, flags=0):
-        done, signal = os.pipe()
-        def watch():
-            try:
-                os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-            except ChildProcessError:
-                pass
-            finally:
-                os.close(signal)
-        threading.Thread(target=watch, daemon=True).start()
-        return done
-    os.pidfd_open = _pidfd_open
-"""
-
-
-def supervisor_source() -> str:
-    """The `-c` program: the prelude, then the supervisor itself as `__main__`."""
-    run = (
-        f"exec(compile({SUPERVISOR_SOURCE!r}, 'supervisor.py', 'exec'), {{'__name__': '__main__'}})"
-    )
-    return PRELUDE + run + "\n"
 
 
 @dataclass
@@ -234,7 +193,7 @@ class GvisorBackend:
                 helpers.append(holder)
                 helpers.append(start_egress(holder.pid))
                 netns = f"/proc/{holder.pid}/ns/net"
-            _write_bundle(bundle, spec, netns)
+            write_bundle(bundle, spec, netns)
         except BaseException:
             _cleanup(helpers, cgroup, bundle)
             raise
@@ -379,83 +338,6 @@ def _netns_holder() -> subprocess.Popen[bytes]:
         holder.wait()
         raise SandboxError("could not make a network namespace for the sandbox")
     return holder
-
-
-def _write_bundle(bundle: Path, spec: SandboxSpec, netns: str | None) -> None:
-    """The OCI bundle: an empty root with the mount points, the data files, config.json."""
-    root = bundle / "rootfs"
-    for folder in ("/proc", "/dev", *TMPFS_DIRS[1:], HOME_INSIDE, *SYSTEM_DIRS):
-        (root / folder.lstrip("/")).mkdir(parents=True, exist_ok=True)
-    binds: list[tuple[str, str]] = [(folder, folder) for folder in SYSTEM_DIRS]
-    for folder in MERGED_DIRS:
-        if os.path.islink(folder):
-            os.symlink(os.readlink(folder), root / folder.lstrip("/"))
-        elif os.path.isdir(folder):
-            (root / folder.lstrip("/")).mkdir()
-            binds.append((folder, folder))
-    passwd, group = passwd_entries(spec.uid)
-    data = {"/etc/passwd": passwd, "/etc/group": group}
-    if spec.network == "egress":
-        data["/etc/resolv.conf"] = b"nameserver 10.0.2.3\n"
-    for target, content in data.items():
-        source = bundle / target.rsplit("/", 1)[1]
-        source.write_bytes(content)
-        binds.append((str(source), target))
-    config = oci_config(spec, binds, netns)
-    (bundle / "config.json").write_text(json.dumps(config, indent=1))
-
-
-def oci_config(
-    spec: SandboxSpec, binds: list[tuple[str, str]], netns: str | None
-) -> dict[str, Any]:
-    """config.json for the sandbox: user, capabilities, mounts, rlimits, namespaces."""
-    tmpfs = ["nosuid", "nodev", "mode=1777"]
-    pts = ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]
-    mounts = [
-        _mount("/proc", "proc", "proc", []),
-        _mount("/dev", "tmpfs", "tmpfs", ["nosuid"]),
-        _mount("/dev/pts", "devpts", "devpts", pts),
-        *(_mount(target, "tmpfs", "tmpfs", tmpfs) for target in TMPFS_DIRS),
-        *(_mount(target, "bind", source, ["rbind", "ro"]) for source, target in binds),
-        _mount(HOME_INSIDE, "bind", str(spec.home), ["rbind", "rw"]),
-    ]
-    rlimits = [
-        {"type": "RLIMIT_NOFILE", "hard": 65536, "soft": 65536},
-        {"type": "RLIMIT_NPROC", "hard": spec.limits.pids, "soft": spec.limits.pids},
-    ]
-    if spec.cgroup_layout is None:
-        # No cgroup: per-process address space. (bubblewrap caps RLIMIT_DATA to spare browsers'
-        # reservations, but gVisor counts only brk against it, not mmap.)
-        memory = spec.limits.memory_bytes
-        rlimits.append({"type": "RLIMIT_AS", "hard": memory, "soft": memory})
-    network: dict[str, str] = {"type": "network"}
-    if netns is not None:
-        network["path"] = netns
-    env = [f"HOME={HOME_INSIDE}", "USER=agent", f"PATH={PATH_INSIDE}", "LANG=C.UTF-8"]
-    caps = ("bounding", "effective", "inheritable", "permitted", "ambient")
-    return {
-        "ociVersion": "1.0.2",
-        "root": {"path": "rootfs", "readonly": True},
-        "hostname": "nightowl",
-        "process": {
-            "terminal": False,
-            "user": {"uid": spec.uid, "gid": spec.uid, "additionalGids": []},
-            "args": [SYSTEM_PYTHON, "-I", "-S", "-c", supervisor_source(), "0"],
-            "env": [*env, "TMPDIR=/tmp"],
-            "cwd": HOME_INSIDE,
-            "capabilities": {name: [] for name in caps},  # none at all
-            "rlimits": rlimits,
-            "noNewPrivileges": True,
-        },
-        "mounts": mounts,
-        "linux": {
-            "namespaces": [{"type": kind} for kind in ("pid", "ipc", "uts", "mount")] + [network],
-        },
-    }
-
-
-def _mount(target: str, kind: str, source: str, options: list[str]) -> dict[str, Any]:
-    return {"destination": target, "type": kind, "source": source, "options": options}
 
 
 def _wait_ready(fd: int, process: subprocess.Popen[bytes], errors: IO[bytes], log: Path) -> None:
