@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from nightowl.computer.capture import Captured, capture, tail
 from nightowl.computer.computers import Computers
 from nightowl.computer.sandbox import HOME_INSIDE, Sandbox, SandboxError
 
@@ -106,14 +107,6 @@ class Display:
     def running_in(self, sandbox: Sandbox) -> bool:
         """Whether the display was started in this sandbox, which still runs."""
         return self.sandbox is sandbox and self.xvfb_pid is not None and sandbox.alive()
-
-
-@dataclass(frozen=True)
-class Captured:
-    """How a command ended, with what it printed (stdout and stderr together)."""
-
-    exit_code: int | None  # None when it ran out of time
-    output: str
 
 
 class Desktops:
@@ -204,7 +197,7 @@ class Desktops:
         if ready.exit_code != 0:
             with contextlib.suppress(SandboxError):
                 await sandbox.call({"op": "kill", "pid": pid})
-            detail = await _tail(sandbox, log_path)
+            detail = await tail(sandbox, log_path)
             raise DesktopError(
                 f"the virtual display :{display.number} did not start ({detail}); "
                 "try again, and if it keeps failing tell the owner"
@@ -400,40 +393,3 @@ class Desktops:
 
 def _control_holder(agent: str) -> str:
     return f"desktop-control:{agent}"
-
-
-async def capture(
-    sandbox: Sandbox,
-    argv: Sequence[str],
-    *,
-    env: dict[str, str] | None = None,
-    timeout_s: float = 30.0,
-    limit: int = 8192,
-) -> Captured:
-    """Run argv inside and return its exit code and (the start of) its output."""
-    read_end, write_end = os.pipe()
-    output = b""
-    try:
-        null = os.open(os.devnull, os.O_RDONLY)
-        try:
-            fds = [null, write_end, write_end]
-            result = await sandbox.run(argv, env=env, timeout_s=timeout_s, fds=fds)
-        finally:
-            os.close(write_end)
-            os.close(null)
-        os.set_blocking(read_end, False)
-        with contextlib.suppress(BlockingIOError):  # a child still holds the pipe: enough
-            while len(output) < limit and (chunk := os.read(read_end, 65536)):
-                output += chunk
-    finally:
-        os.close(read_end)
-    code = None if result.timed_out else result.exit_code
-    return Captured(code, output[:limit].decode(errors="replace").strip())
-
-
-async def _tail(sandbox: Sandbox, path: str) -> str:
-    try:
-        answer = await sandbox.call({"op": "read", "path": path})
-    except SandboxError as error:
-        return str(error)
-    return str(answer.get("text", "")).strip()[-500:] or "no output"
