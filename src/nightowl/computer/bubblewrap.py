@@ -8,16 +8,13 @@ writable home, and drops every capability inside.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import select
 import shutil
 import socket
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import IO
 
 from nightowl.computer.cgroups import Cgroup
 from nightowl.computer.network import start_egress
@@ -30,6 +27,7 @@ from nightowl.computer.sandbox import (
     SandboxSpec,
     data_fd,
     passwd_entries,
+    wait_until_ready,
 )
 
 SYSTEM_DIRS = ("/usr", "/etc")
@@ -92,7 +90,7 @@ class BubblewrapBackend:
         sandbox = Sandbox(spec, self.name, process, ours, cgroup)
         try:
             _read_info(info_read)  # bwrap has made the namespaces
-            _wait_ready(ready_read, process, errors)
+            wait_until_ready(ready_read, process, errors, READY_TIMEOUT_S, "the sandbox")
             if spec.network == "egress":
                 sandbox.helpers.append(start_egress(process.pid))
         except BaseException:
@@ -240,15 +238,3 @@ def _read_info(fd: int) -> int:
             raise SandboxError("bubblewrap stopped before the sandbox started")
         data += chunk
     return int(json.loads(data[: data.index(b"}") + 1])["child-pid"])
-
-
-def _wait_ready(fd: int, process: subprocess.Popen[bytes], errors: IO[bytes]) -> None:
-    ready, _, _ = select.select([fd], [], [], READY_TIMEOUT_S)
-    line = os.read(fd, 64) if ready else b""
-    if line.startswith(b"ready"):
-        return
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=1)
-    errors.seek(0)
-    detail = errors.read(2000).decode(errors="replace").strip()
-    raise SandboxError(f"the sandbox did not start: {detail or 'no answer from its supervisor'}")

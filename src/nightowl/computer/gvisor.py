@@ -43,7 +43,6 @@ import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from nightowl.computer.bubblewrap import SYSTEM_PYTHON
 from nightowl.computer.cgroups import Cgroup, Limits
@@ -53,6 +52,7 @@ from nightowl.computer.sandbox import (
     Sandbox,
     SandboxError,
     SandboxSpec,
+    wait_until_ready,
 )
 
 STATE_DIR = Path("/run/nightowl-gvisor")  # root-only: runsc's state and the bundles
@@ -228,7 +228,15 @@ class GvisorBackend:
         sandbox = GvisorSandbox(spec, self.name, process, ours, cgroup, helpers, runsc=flags)
         sandbox.container, sandbox.bundle = container, bundle
         try:
-            _wait_ready(ready_read, process, errors, bundle / "runsc.log")
+            log = bundle / "runsc.log"
+            wait_until_ready(
+                ready_read,
+                process,
+                errors,
+                READY_TIMEOUT_S,
+                "the gVisor sandbox",
+                lambda: _log_tail(log),
+            )
         except BaseException:
             sandbox.stop()
             raise
@@ -340,15 +348,5 @@ def _netns_holder() -> subprocess.Popen[bytes]:
     return holder
 
 
-def _wait_ready(fd: int, process: subprocess.Popen[bytes], errors: IO[bytes], log: Path) -> None:
-    ready, _, _ = select.select([fd], [], [], READY_TIMEOUT_S)
-    line = os.read(fd, 64) if ready else b""
-    if line.startswith(b"ready"):
-        return
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=2)
-    errors.seek(0)
-    detail = errors.read(2000).decode(errors="replace").strip()
-    if not detail and log.exists():
-        detail = log.read_text(errors="replace").strip()[-2000:]
-    raise SandboxError(f"the gVisor sandbox did not start: {detail or 'no answer'}")
+def _log_tail(log: Path) -> str:
+    return log.read_text(errors="replace").strip()[-2000:] if log.exists() else ""

@@ -8,14 +8,15 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import IO, Any, Literal, Protocol
 
 from nightowl.computer.cgroups import Cgroup, Limits
 
@@ -222,3 +223,24 @@ def data_fd(content: bytes) -> int:
     os.write(fd, content)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
+
+
+def wait_until_ready(
+    fd: int,
+    process: subprocess.Popen[bytes],
+    errors: IO[bytes],
+    timeout_s: float,
+    what: str,
+    more_detail: Callable[[], str] = lambda: "",
+) -> None:
+    """Wait for the supervisor's `ready` line on `fd`; else raise with what the backend said
+    on stderr (kept in `errors`), or `more_detail()` when it said nothing."""
+    ready, _, _ = select.select([fd], [], [], timeout_s)
+    line = os.read(fd, 64) if ready else b""
+    if line.startswith(b"ready"):
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=2)
+    errors.seek(0)
+    detail = errors.read(2000).decode(errors="replace").strip() or more_detail()
+    raise SandboxError(f"{what} did not start: {detail or 'no answer from its supervisor'}")
