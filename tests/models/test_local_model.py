@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 import pytest
@@ -45,5 +46,48 @@ def test_local_model_answers_through_send_to_user(tmp_path: Path) -> None:
         assert usage[0][0].startswith("local:") and usage[0][1] > 500 and usage[0][3] > 0
         if len(usage) > 1:  # a follow-up call re-reads nothing it already evaluated
             assert usage[1][2] > 500
+    finally:
+        server.stop()
+
+
+def test_local_model_uses_its_computer(tmp_path: Path) -> None:
+    """The real local model runs a shell command in its sandbox and reports what it printed."""
+    token = secrets.token_hex(4)
+    server = ServerProcess(
+        tmp_path / "data", model="local", env={"NIGHTOWL_SANDBOX_NETWORK": "none"}
+    ).start()
+    url = f"sqlite:///{tmp_path / 'data' / 'nightowl.db'}"
+    try:
+        with server.client() as client:
+            owner = client.get("/v1/me").json()["id"]
+            home = tmp_path / "data" / "homes" / owner
+            home.mkdir(parents=True)
+            (home / "token.txt").write_text(f"{token}\n")
+            conversation = client.post("/v1/conversations", json={}).json()["id"]
+            client.post(
+                f"/v1/conversations/{conversation}/messages",
+                json={
+                    "client_id": "q",
+                    "text": "Use the shell tool to run `cat token.txt` on your computer, "
+                    "then send me exactly what it printed.",
+                },
+            )
+            wait_for(
+                lambda: (
+                    rows(url, "SELECT status FROM turns WHERE conversation_id = :c", c=conversation)
+                    == [("done",)]
+                ),
+                timeout=600,
+                interval=1,
+            )
+            messages = client.get(f"/v1/conversations/{conversation}/messages").json()["messages"]
+        ran = rows(
+            url,
+            "SELECT tool FROM tool_runs WHERE conversation_id = :c AND tool = 'shell'",
+            c=conversation,
+        )
+        assert ran, "the local model never called the shell"
+        replies = " ".join(m["body"] for m in messages if m["role"] == "agent")
+        assert token in replies, f"the reply does not carry the file's content: {replies!r}"
     finally:
         server.stop()
