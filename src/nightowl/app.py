@@ -20,6 +20,7 @@ from nightowl.api import (
     hooks,
     operations,
     routines,
+    usage,
     webapp,
 )
 from nightowl.api.errors import install_error_handlers
@@ -35,6 +36,7 @@ from nightowl.engine.timers import build_timer_workflow
 from nightowl.engine.turn import TurnDeps, build_turn_workflow
 from nightowl.harness.guard import GuardLimits
 from nightowl.metrics import Metrics
+from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
 from nightowl.router.router import Router
 from nightowl.store.changes import ChangeFeed
@@ -94,7 +96,10 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
             max_steps=settings.max_steps_per_turn,
             max_identical_calls=settings.max_identical_tool_calls,
             daily_token_budget=settings.daily_token_budget,
+            conversation_budget_usd=settings.conversation_budget_usd,
+            routine_budget_usd=settings.routine_budget_usd,
         ),
+        prices=PriceTable(settings.prices),
         blob_dir=settings.blob_dir,
         schedule_timer=engine.schedule_timer,
         running=engine.running,
@@ -209,6 +214,7 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(hooks.routes)
     app.include_router(routines.routes)
     app.include_router(files.routes)
+    app.include_router(usage.routes)
     app.include_router(display.routes)
     app.include_router(webapp.routes)
 

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from nightowl import __version__
+from nightowl.models.pricing import PriceTable
 
 
 def _default_data_dir() -> Path:
@@ -57,6 +58,17 @@ class Settings(BaseSettings):
     max_steps_per_turn: int = Field(default=40, ge=1)
     max_identical_tool_calls: int = Field(default=4, ge=2)
     daily_token_budget: int = Field(default=2_000_000, ge=1)
+    conversation_budget_usd: float = Field(
+        default=20.0, ge=0, description="What one conversation may spend on models per day (UTC)."
+    )
+    routine_budget_usd: float = Field(
+        default=2.0, ge=0, description="What one routine's turns may spend on models per day (UTC)."
+    )
+    prices: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description='Price overrides, USD per million tokens: {"<model prefix>": {"input": 3, '
+        '"cache_read": 0.3, "cache_write": 3.75, "output": 15}}.',
+    )
 
     web_fetch_private: bool = Field(
         default=False, description="Let web_fetch reach private and loopback addresses."
@@ -88,6 +100,14 @@ class Settings(BaseSettings):
     sandbox_idle_sleep_s: float = Field(
         default=900.0, gt=0, description="Frozen this long, a sandbox goes to deep sleep."
     )
+
+    @field_validator("prices")
+    @classmethod
+    def _prices_are_complete(
+        cls, value: dict[str, dict[str, float]]
+    ) -> dict[str, dict[str, float]]:
+        PriceTable(value)  # raises with what is wrong
+        return value
 
     @field_validator("model")
     @classmethod

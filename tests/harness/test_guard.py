@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from nightowl.harness.guard import GuardLimits, check_guard
+from nightowl.harness.guard import GuardLimits, Spending, budget_stop, check_guard
 from nightowl.harness.transcript import ToolCall
 
-LIMITS = GuardLimits(max_steps=10, max_identical_calls=3, daily_token_budget=1000)
+LIMITS = GuardLimits(
+    max_steps=10,
+    max_identical_calls=3,
+    daily_token_budget=1000,
+    conversation_budget_usd=5.0,
+    routine_budget_usd=0.5,
+)
 
 
 def _call(seconds: int) -> ToolCall:
@@ -13,17 +19,26 @@ def _call(seconds: int) -> ToolCall:
 
 
 def test_identical_calls_in_a_row_trip_it() -> None:
-    assert check_guard(LIMITS, 2, [_call(1), _call(1)], 0) is None
-    reason = check_guard(LIMITS, 3, [_call(1), _call(1), _call(1)], 0)
+    assert check_guard(LIMITS, 2, [_call(1), _call(1)]) is None
+    reason = check_guard(LIMITS, 3, [_call(1), _call(1), _call(1)])
     assert reason is not None and "same arguments 3 times" in reason
 
 
 def test_different_arguments_do_not() -> None:
-    assert check_guard(LIMITS, 3, [_call(1), _call(2), _call(1)], 0) is None
+    assert check_guard(LIMITS, 3, [_call(1), _call(2), _call(1)]) is None
 
 
-def test_step_limit_and_budget() -> None:
-    steps = check_guard(LIMITS, 10, [], 0)
+def test_step_limit() -> None:
+    steps = check_guard(LIMITS, 10, [])
     assert steps is not None and "10 steps" in steps
-    budget = check_guard(LIMITS, 1, [], 1000)
-    assert budget is not None and "budget" in budget
+
+
+def test_budgets_of_tokens_of_the_conversation_and_of_the_routine() -> None:
+    assert budget_stop(LIMITS, Spending(tokens=999, conversation_usd=4.99)) is None
+    tokens = budget_stop(LIMITS, Spending(tokens=1000))
+    assert tokens is not None and "1,000 tokens" in tokens
+    money = budget_stop(LIMITS, Spending(conversation_usd=5.0))
+    assert money is not None and "$5.00" in money and "NIGHTOWL_CONVERSATION_BUDGET_USD" in money
+    assert budget_stop(LIMITS, Spending(routine_usd=0.49, routine_name="digest")) is None
+    routine = budget_stop(LIMITS, Spending(routine_usd=0.5, routine_name="digest"))
+    assert routine is not None and "routine 'digest'" in routine and "$0.50" in routine

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from datetime import time as day_start
 from pathlib import Path
@@ -22,7 +22,7 @@ from dbos import DBOS
 from nightowl.computer.computers import Computers
 from nightowl.engine.durable import TurnWorkflow
 from nightowl.engine.preemption import RunningTurns
-from nightowl.harness.guard import GuardLimits, check_guard
+from nightowl.harness.guard import GuardLimits, budget_stop, check_guard
 from nightowl.harness.interruption import interruption_record
 from nightowl.harness.outputs import is_large, preview
 from nightowl.harness.prompt import assemble
@@ -30,6 +30,7 @@ from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.logs import log_context
 from nightowl.metrics import Metrics
 from nightowl.models.base import Model, ModelConfigError, ModelReply, TransientModelError
+from nightowl.models.pricing import PriceTable
 from nightowl.store.blobs import put_text
 from nightowl.store.conversations import find_conversation
 from nightowl.store.database import Database
@@ -45,7 +46,6 @@ from nightowl.store.transcript import (
     put_entry,
     start_model_call,
     start_tool_run,
-    tokens_used_since,
 )
 from nightowl.store.turns import (
     claim_batch,
@@ -54,9 +54,11 @@ from nightowl.store.turns import (
     get_turn,
     mark_interrupted,
     mark_preempted,
+    note_routine,
     running_turn_ids,
     set_activity,
 )
+from nightowl.store.usage import spending_today
 from nightowl.tools.messaging import answer_for_agent
 from nightowl.tools.registry import ToolContext, ToolRegistry, ToolResult
 
@@ -79,6 +81,7 @@ class TurnDeps:
     answer_wait_s: float = 7 * 24 * 3600.0
     max_attachment_bytes: int = 25 * 1024 * 1024
     computers: Computers | None = None
+    prices: PriceTable = field(default_factory=PriceTable)
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -139,6 +142,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     for message in batch
                 ]
                 put_entries(session, conversation.id, turn_id, taken)
+                note_routine(session, turn_id, [message.id for message in batch])
                 return {
                     "conversation_id": conversation.id,
                     "owner_id": conversation.owner_id,
@@ -163,25 +167,25 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         model = deps.model
         metrics.steps.labels(kind="model").inc()
 
-        def prepare() -> tuple[str | None, list[Entry], str]:
+        def prepare() -> tuple[str | None, str | None, list[Entry], str]:
             with database.write() as session:
                 midnight = datetime.combine(utcnow().date(), day_start.min, tzinfo=utcnow().tzinfo)
-                stop = check_guard(
-                    deps.limits,
-                    step,
-                    [ToolCall.from_dict(c) for c in calls_so_far],
-                    tokens_used_since(session, conversation_id, midnight),
+                over = budget_stop(deps.limits, spending_today(session, turn_id, midnight))
+                stop = over or check_guard(
+                    deps.limits, step, [ToolCall.from_dict(c) for c in calls_so_far]
                 )
                 history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
                 record = ""
                 if not stop:
                     record = start_model_call(session, conversation_id, turn_id, step, model.name)
                     set_activity(session, turn_id, "thinking")
-                return stop, history, record
+                # A budget speaks once a day, however many turns it stops.
+                once = f"budget:{midnight.date().isoformat()}" if over else None
+                return stop, once, history, record
 
-        stop, history, record = await asyncio.to_thread(prepare)
+        stop, once, history, record = await asyncio.to_thread(prepare)
         if stop:
-            return {"stop": stop}
+            return {"stop": stop, "once": once}
         now = utcnow().strftime("%Y-%m-%d %H:%M UTC")
         request = assemble(deps.tools.summaries(), specs, history, f"Current time: {now}.")
         try:
@@ -196,7 +200,8 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 put_entry(
                     session, conversation_id, turn_id, f"{turn_id}:model:{step}", entry.to_dict()
                 )
-                finish_model_call(session, record, reply.usage.to_dict())
+                cost = deps.prices.cost(model.name, reply.usage)
+                finish_model_call(session, record, reply.usage.to_dict(), cost_usd=cost)
 
         await asyncio.to_thread(save)
         return {"reply": reply.to_dict()}
@@ -299,13 +304,15 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         await asyncio.to_thread(record)
 
     @DBOS.step(name="nightowl.tell_user")
-    async def tell_user(turn_id: str, conversation_id: str, key: str, text: str) -> None:
+    async def tell_user(
+        turn_id: str, conversation_id: str, key: str, text: str, once: bool = False
+    ) -> None:
         def deliver() -> None:
             with database.write() as session:
                 deliver_to_user(
                     session,
                     conversation_id,
-                    key=f"{key}:{turn_id}",
+                    key=key if once else f"{key}:{turn_id}",
                     body=text,
                     turn_id=turn_id,
                     role="notice",
@@ -342,7 +349,12 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 )
                 return "failed"
             if "stop" in outcome:
-                await tell_user(turn_id, conversation_id, "guard", outcome["stop"])
+                if outcome.get("once"):
+                    await tell_user(
+                        turn_id, conversation_id, outcome["once"], outcome["stop"], once=True
+                    )
+                else:
+                    await tell_user(turn_id, conversation_id, "guard", outcome["stop"])
                 return "stopped"
             reply = ModelReply.from_dict(outcome["reply"])
             if not reply.tool_calls:

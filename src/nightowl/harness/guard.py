@@ -16,6 +16,41 @@ class GuardLimits:
     max_steps: int = 40
     max_identical_calls: int = 4
     daily_token_budget: int = 2_000_000
+    conversation_budget_usd: float = 20.0  # per conversation per day (UTC)
+    routine_budget_usd: float = 2.0  # per routine per day (UTC)
+
+
+@dataclass(frozen=True)
+class Spending:
+    """What was spent today: by the conversation, and by the routine that woke the turn."""
+
+    tokens: int = 0
+    conversation_usd: float = 0.0
+    routine_usd: float | None = None  # None: the turn answers no routine
+    routine_name: str = ""
+
+
+def budget_stop(limits: GuardLimits, spent: Spending) -> str | None:
+    """Why spending must stop for today (a sentence for the owner), or None."""
+    if spent.routine_usd is not None and spent.routine_usd >= limits.routine_budget_usd:
+        return (
+            f"I stopped the routine '{spent.routine_name}': its turns spent "
+            f"${spent.routine_usd:.2f} today, and its daily budget is "
+            f"${limits.routine_budget_usd:.2f}. It runs again tomorrow, or raise "
+            "NIGHTOWL_ROUTINE_BUDGET_USD."
+        )
+    if spent.conversation_usd >= limits.conversation_budget_usd:
+        return (
+            f"I stopped because this conversation spent ${spent.conversation_usd:.2f} on the "
+            f"model today; its daily budget is ${limits.conversation_budget_usd:.2f}. It resets "
+            "at midnight UTC, or raise NIGHTOWL_CONVERSATION_BUDGET_USD."
+        )
+    if spent.tokens >= limits.daily_token_budget:
+        return (
+            f"I stopped because this conversation used its daily budget of "
+            f"{limits.daily_token_budget:,} tokens. It resets tomorrow, or raise the budget."
+        )
+    return None
 
 
 def _fingerprint(call: ToolCall) -> str:
@@ -26,18 +61,13 @@ def check_guard(
     limits: GuardLimits,
     steps_taken: int,
     calls_this_turn: Sequence[ToolCall],
-    tokens_today: int,
 ) -> str | None:
-    """Why the turn must stop now (a sentence for the user), or None to go on."""
+    """Why the turn must stop now (a sentence for the user), or None to go on; budgets are
+    `budget_stop`'s (they speak once a day, not once a turn)."""
     if steps_taken >= limits.max_steps:
         return (
             f"I stopped this task after {steps_taken} steps without finishing, "
             "to avoid running away. Tell me how you'd like me to continue."
-        )
-    if tokens_today >= limits.daily_token_budget:
-        return (
-            f"I stopped because this conversation used its daily budget of "
-            f"{limits.daily_token_budget:,} tokens. It resets tomorrow, or raise the budget."
         )
     if len(calls_this_turn) >= limits.max_identical_calls:
         tail = calls_this_turn[-limits.max_identical_calls :]

@@ -10,6 +10,7 @@ from sqlalchemy import (
     BigInteger,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -150,6 +151,8 @@ class Turn(Base):
     activity: Mapped[str] = mapped_column(String(200), default="")
     # The question (message id) the turn's workflow is waiting to hear an answer to.
     waiting_on: Mapped[str | None] = mapped_column(String(64), default=None)
+    # The routine whose firing this turn answers (its spending counts against the routine).
+    routine_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
@@ -200,6 +203,8 @@ class ModelCall(Base):
     cache_read_tokens: Mapped[int] = mapped_column(Integer, default=0)
     cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0)
     output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    # USD by the price table; None for a model the table has no price for.
+    cost_usd: Mapped[float | None] = mapped_column(Float, default=None)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     error: Mapped[str | None] = mapped_column(Text, default=None)

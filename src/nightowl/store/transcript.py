@@ -105,13 +105,17 @@ def start_model_call(
 
 
 def finish_model_call(
-    session: Session, call_id: str, usage: dict[str, int], error: str | None = None
+    session: Session,
+    call_id: str,
+    usage: dict[str, int],
+    error: str | None = None,
+    cost_usd: float | None = None,
 ) -> None:
-    """Record a model call's usage (or its error)."""
+    """Record a model call's usage and cost (or its error)."""
     session.execute(
         update(ModelCall)
         .where(ModelCall.id == call_id)
-        .values(finished_at=utcnow(), error=error, **usage)
+        .values(finished_at=utcnow(), error=error, cost_usd=cost_usd, **usage)
     )
 
 

@@ -11,7 +11,7 @@ from nightowl.store.changes import Change, record_change
 from nightowl.store.conversations import MessageInfo
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
-from nightowl.store.tables import Conversation, Message, Turn, utcnow
+from nightowl.store.tables import Conversation, Message, Trigger, Turn, utcnow
 
 
 @dataclass(frozen=True)
@@ -274,3 +274,17 @@ def activities(session: Session, conversation_ids: list[str]) -> dict[str, str]:
         )
     ).all()
     return {row[0]: row[1] or "working" for row in rows}
+
+
+def note_routine(session: Session, turn_id: str, message_ids: list[str]) -> str | None:
+    """Remember on the turn the routine whose firing is among its batch (its spending then
+    counts against that routine); the routine's id, or None."""
+    key = session.scalar(
+        select(Trigger.idempotency_key)
+        .where(Trigger.message_id.in_(message_ids), Trigger.source == "routine")
+        .limit(1)
+    )
+    routine_id = key.split(":", 1)[0] if key else None
+    if routine_id is not None:
+        session.execute(update(Turn).where(Turn.id == turn_id).values(routine_id=routine_id))
+    return routine_id

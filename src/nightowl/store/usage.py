@@ -1,0 +1,136 @@
+"""What the models cost: totals per day, per conversation and per routine, and the spending a
+budget is checked against."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, func, select
+from sqlalchemy.orm import Session
+
+from nightowl.harness.guard import Spending
+from nightowl.store.tables import Conversation, ModelCall, Routine, Turn
+from nightowl.store.transcript import tokens_used_since
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    """Tokens and cost of a set of model calls."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0  # calls of a model the price table has no price for
+
+    @property
+    def cached_share(self) -> float:
+        """The share of input tokens served from the provider's cache."""
+        total = self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+        return round(self.cache_read_tokens / total, 4) if total else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The totals with the cached share, for JSON."""
+        return {
+            **asdict(self),
+            "cost_usd": round(self.cost_usd, 6),
+            "cached_share": self.cached_share,
+        }
+
+
+def _sums() -> list[ColumnElement[Any]]:
+    return [
+        func.count(ModelCall.id),
+        func.coalesce(func.sum(ModelCall.input_tokens), 0),
+        func.coalesce(func.sum(ModelCall.cache_read_tokens), 0),
+        func.coalesce(func.sum(ModelCall.cache_write_tokens), 0),
+        func.coalesce(func.sum(ModelCall.output_tokens), 0),
+        func.coalesce(func.sum(ModelCall.cost_usd), 0.0),
+        func.count(ModelCall.id) - func.count(ModelCall.cost_usd),
+    ]
+
+
+def _totals(row: Any) -> UsageTotals:
+    calls, inp, read, write, out, cost, unpriced = row
+    return UsageTotals(
+        int(calls), int(inp), int(read), int(write), int(out), float(cost), int(unpriced)
+    )
+
+
+def _owned(query: Select[Any], owner_id: str, since: datetime) -> Select[Any]:
+    return query.join(Conversation, Conversation.id == ModelCall.conversation_id).where(
+        Conversation.owner_id == owner_id, ModelCall.started_at >= since
+    )
+
+
+def usage_report(session: Session, owner_id: str, since: datetime) -> dict[str, Any]:
+    """The owner's model usage since `since`: in total, per day, per conversation, per routine."""
+    total = _totals(session.execute(_owned(select(*_sums()), owner_id, since)).one())
+    day = func.date(ModelCall.started_at)
+    days = session.execute(
+        _owned(select(day, *_sums()), owner_id, since).group_by(day).order_by(day)
+    ).all()
+    conversations = session.execute(
+        _owned(select(Conversation.id, Conversation.title, *_sums()), owner_id, since)
+        .group_by(Conversation.id, Conversation.title)
+        .order_by(func.coalesce(func.sum(ModelCall.cost_usd), 0.0).desc(), Conversation.id)
+    ).all()
+    routines = session.execute(
+        _owned(select(Routine.id, Routine.name, *_sums()), owner_id, since)
+        .join(Turn, Turn.id == ModelCall.turn_id)
+        .join(Routine, Routine.id == Turn.routine_id)
+        .group_by(Routine.id, Routine.name)
+        .order_by(Routine.name)
+    ).all()
+    return {
+        "since": since.isoformat(),
+        "total": total.to_dict(),
+        "by_day": [{"day": str(row[0]), **_totals(row[1:]).to_dict()} for row in days],
+        "by_conversation": [
+            {"conversation_id": row[0], "title": row[1], **_totals(row[2:]).to_dict()}
+            for row in conversations
+        ],
+        "by_routine": [
+            {"routine_id": row[0], "name": row[1], **_totals(row[2:]).to_dict()} for row in routines
+        ],
+    }
+
+
+def spent_since(
+    session: Session,
+    since: datetime,
+    *,
+    conversation_id: str | None = None,
+    routine_id: str | None = None,
+) -> float:
+    """USD spent on model calls since `since`, by one conversation or by one routine's turns."""
+    query = select(func.coalesce(func.sum(ModelCall.cost_usd), 0.0)).where(
+        ModelCall.started_at >= since
+    )
+    if conversation_id is not None:
+        query = query.where(ModelCall.conversation_id == conversation_id)
+    if routine_id is not None:
+        query = query.join(Turn, Turn.id == ModelCall.turn_id).where(Turn.routine_id == routine_id)
+    return float(session.scalar(query) or 0.0)
+
+
+def spending_today(session: Session, turn_id: str, midnight: datetime) -> Spending:
+    """What the turn's conversation, and the routine that woke it, spent since midnight."""
+    turn = session.get(Turn, turn_id)
+    if turn is None:
+        return Spending()
+    routine_usd, routine_name = None, ""
+    if turn.routine_id is not None:
+        routine_usd = spent_since(session, midnight, routine_id=turn.routine_id)
+        routine = session.get(Routine, turn.routine_id)
+        routine_name = routine.name if routine is not None else turn.routine_id
+    return Spending(
+        tokens=tokens_used_since(session, turn.conversation_id, midnight),
+        conversation_usd=spent_since(session, midnight, conversation_id=turn.conversation_id),
+        routine_usd=routine_usd,
+        routine_name=routine_name,
+    )
