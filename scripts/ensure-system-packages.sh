@@ -3,7 +3,7 @@
 # the gVisor backend, the system Python its supervisor runs on), the desktop (Xvfb, xdotool,
 # ImageMagick, x11vnc, noVNC) and the browser (Chromium; none can be downloaded at run time).
 set -euo pipefail
-PACKAGES=(chromium bubblewrap slirp4netns runsc python3-minimal util-linux procps iproute2
+PACKAGES=(chromium bubblewrap slirp4netns nftables runsc python3-minimal util-linux procps iproute2
   xvfb x11-utils xdotool imagemagick x11vnc novnc xterm)
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -22,6 +22,12 @@ class Metrics:
         self.steps = Counter(
             "nightowl_steps", "Durable steps executed, by kind", ["kind"], registry=self.registry
         )
+        self.cache_breaks = Counter(
+            "nightowl_cache_breaks",
+            "Model requests that did not repeat the previous request's prefix",
+            ["explained"],
+            registry=self.registry,
+        )
         self.turn_seconds = Histogram(
             "nightowl_turn_seconds", "Wall time of a turn", registry=self.registry
         )

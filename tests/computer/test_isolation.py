@@ -9,6 +9,7 @@ from pathlib import Path
 
 from nightowl.computer.cgroups import detect
 from nightowl.computer.computers import Computers
+from nightowl.computer.network import host_addresses
 from nightowl.computer.sandbox import Sandbox
 from tests.computer.sandboxes import computers_for, new_user
 
@@ -55,28 +56,42 @@ def test_the_host_and_other_users_are_out_of_reach(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
-def test_host_loopback_services_are_unreachable_with_egress(tmp_path: Path) -> None:
+def test_the_host_and_private_networks_are_unreachable_with_egress(tmp_path: Path) -> None:
     probe = (
         "import socket, sys\n"
-        "for host in sys.argv[1:]:\n"
+        "for target in sys.argv[1:]:\n"
+        "    host, port = target.rsplit(':', 1)\n"
         "    try:\n"
-        "        socket.create_connection((host, 5432), timeout=2).close()\n"
-        "        print(host, 'open')\n"
+        "        socket.create_connection((host, int(port)), timeout=3).close()\n"
+        "        print(target, 'open')\n"
         "    except OSError as error:\n"
-        "        print(host, 'refused', error)\n"
+        "        print(target, 'refused', error)\n"
     )
+    own = next(a for a in host_addresses() if not a.startswith("127."))
+    listener = socket.create_server(("0.0.0.0", 0))  # a host service on every address
+    port = listener.getsockname()[1]
 
     async def scenario() -> None:
         with computers_for(tmp_path, network="egress") as computers:
             _, sandbox = await _acquire(computers, "carol")
             await sandbox.call({"op": "write", "path": "probe.py", "content": probe})
-            code, text = await _sh(sandbox, "python3 probe.py 127.0.0.1 10.0.2.2; ip -4 addr")
+            targets = [
+                "127.0.0.1:5432",  # the sandbox's own loopback: no PostgreSQL there
+                "10.0.2.2:5432",  # slirp's way to the host's loopback: disabled
+                f"{own}:{port}",  # the host's own address
+                "169.254.169.254:80",  # cloud metadata
+                "192.168.1.1:80",  # the LAN
+            ]
+            code, text = await _sh(sandbox, f"python3 probe.py {' '.join(targets)}; ip -4 addr")
             assert code == 0
-            assert "127.0.0.1 refused" in text and "10.0.2.2 refused" in text, text
-            assert "open" not in text
+            for target in targets:
+                assert f"{target} refused" in text, text
             assert "10.0.2.100" in text  # egress is configured: the sandbox has its own route
 
-    asyncio.run(scenario())
+    try:
+        asyncio.run(scenario())
+    finally:
+        listener.close()
 
 
 def test_a_fork_bomb_and_a_memory_hog_are_stopped_and_the_server_goes_on(tmp_path: Path) -> None:

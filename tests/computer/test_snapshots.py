@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from nightowl.computer.snapshots import SnapshotRejected, archive, restore, snapshot_path
+from nightowl.computer.snapshots import (
+    HomeTooLarge,
+    SnapshotRejected,
+    archive,
+    restore,
+    snapshot_path,
+)
 
 UID = 3_799_999
 
@@ -95,7 +101,8 @@ def _link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tuple[tarfil
         ([_file("a/../../escaped.txt")], "outside the home"),
         ([_file("/etc/cron.d/evil")], "outside the home"),
         ([_link("out", "../../etc")], "points outside the home"),
-        ([_link("shadow", "/etc/shadow")], "points outside the home"),
+        ([_link("key", "/root/.ssh/id_ed25519")], "points outside the home"),
+        ([_link("db", "/var/lib/postgresql")], "points outside the home"),
         ([_link("hard", "/etc/shadow", tarfile.LNKTYPE)], "hard link"),
         ([_link("dir", "sub"), _file("dir/through.txt")], "through a link"),
         ([(tarfile.TarInfo("null"), b"")], "special file"),
@@ -115,3 +122,29 @@ def test_a_crafted_archive_is_refused_and_the_home_is_untouched(
     assert _tree(home) == before
     assert not (tmp_path / "escaped.txt").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blobs", "home"]  # no staging left
+
+
+def test_what_restore_would_refuse_is_left_out_of_the_archive_and_the_rest_restores(
+    tmp_path: Path,
+) -> None:
+    home = _home(tmp_path)
+    os.mkfifo(home / "pipe")
+    (home / "keys").symlink_to("/root/.ssh")  # out of the sandbox's world
+    (home / "null").symlink_to("/dev/null")  # the sandbox's own /dev: kept
+    (home / "..data").write_text("a name, not a path")  # kubectl-style names are fine
+    reference, _ = archive(home, tmp_path / "blobs")
+    restore(tmp_path / "blobs", reference, home, UID)
+    names = sorted(p.name for p in home.iterdir())
+    assert "pipe" not in names and "keys" not in names
+    assert os.readlink(home / "null") == "/dev/null"
+    assert (home / "..data").read_text() == "a name, not a path"
+    assert (home / "project" / "main.py").read_text() == "print('hi')\n"
+
+
+def test_a_home_too_large_is_not_archived(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    with open(home / "sparse.img", "wb") as file:
+        file.truncate(10 * 1024 * 1024)  # 10 MB that take no disk
+    with pytest.raises(HomeTooLarge, match="snapshots stop at 5,000,000"):
+        archive(home, tmp_path / "blobs", max_bytes=5_000_000)
+    assert not (tmp_path / "blobs").exists() or not list((tmp_path / "blobs").rglob("*.zst"))

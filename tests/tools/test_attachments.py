@@ -31,7 +31,13 @@ def test_a_file_in_the_home_is_copied_into_the_blob_store(tmp_path: Path) -> Non
     (ctx.home / "reports").mkdir()
     (ctx.home / "reports" / "q3.csv").write_text("month,total\n")
     (ctx.home / "latest.csv").symlink_to("reports/q3.csv")  # a link inside the home is fine
-    for given in ("reports/q3.csv", "/reports/q3.csv", "latest.csv"):
+    for given in (
+        "reports/q3.csv",
+        "/reports/q3.csv",
+        "/home/agent/reports/q3.csv",  # as the sandbox's tools name it
+        "~/reports/q3.csv",
+        "latest.csv",
+    ):
         attached: Any = _attach([given], ctx)
         assert isinstance(attached, list), attached
         [item] = attached

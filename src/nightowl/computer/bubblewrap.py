@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -17,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from nightowl.computer.cgroups import Cgroup
-from nightowl.computer.network import start_egress
+from nightowl.computer.network import firewall_rules, start_egress
 from nightowl.computer.sandbox import (
     HOME_INSIDE,
     PATH_INSIDE,
@@ -71,8 +72,13 @@ class BubblewrapBackend:
         ours, theirs = socket.socketpair()
         info_read, info_write = os.pipe()
         ready_read, ready_write = os.pipe()
-        argv = _as_root_first(spec, cgroup, self._argv(spec, data, theirs.fileno(), info_write))
+        firewall = data_fd(firewall_rules()) if spec.network == "egress" else None
+        argv = _as_root_first(
+            spec, cgroup, self._argv(spec, data, theirs.fileno(), info_write), firewall
+        )
         passed = (*data.values(), theirs.fileno(), info_write)
+        if firewall is not None:
+            passed = (*passed, firewall)
         errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed below; says why bwrap refused)
         try:
             process = subprocess.Popen(
@@ -123,6 +129,10 @@ class BubblewrapBackend:
             "--unshare-ipc",
             "--unshare-uts",
             "--unshare-cgroup-try",
+            # No nested user namespaces: they would hand the agent capabilities (inside them)
+            # over kernel code that privilege escalations like to target.
+            "--disable-userns",
+            "--assert-userns-disabled",
             "--die-with-parent",
             "--new-session",
             "--uid",
@@ -192,16 +202,20 @@ class BubblewrapBackend:
         return argv
 
 
-def _as_root_first(spec: SandboxSpec, cgroup: Cgroup | None, argv: list[str]) -> list[str]:
+def _as_root_first(
+    spec: SandboxSpec, cgroup: Cgroup | None, argv: list[str], firewall: int | None
+) -> list[str]:
     """What root does before it drops privileges: join the cgroup, make a private mount
     namespace where the home is bound at a path the sandbox's uid can reach (the data dir's
     parents may be closed to it), and for egress a network namespace the host owns (the
     user-mode stack joins it; the sandbox has no capability to reconfigure it)."""
     joins = "".join(f'echo $$ > "{path}" && ' for path in cgroup.procs_files()) if cgroup else ""
     namespaces = ["--mount", "--propagation", "private"]
+    stage = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
     if spec.network == "egress":
         namespaces.append("--net")
-    stage = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+        # The firewall goes up before anything of the sandbox runs (its rules in a memfd).
+        stage = 'mount --bind "$1" "$2" && nft -f "/proc/self/fd/$3" && shift 3 && exec "$@"'
     return [
         "/bin/sh",
         "-c",
@@ -216,6 +230,7 @@ def _as_root_first(spec: SandboxSpec, cgroup: Cgroup | None, argv: list[str]) ->
         "sh",
         str(spec.home),
         HOME_STAGE,
+        *([str(firewall)] if firewall is not None else []),
         *argv,
     ]
 
@@ -233,6 +248,9 @@ def _read_info(fd: int) -> int:
     """bwrap's info JSON: the pid (on the host) of the sandbox's first process."""
     data = b""
     while b"}" not in data:
+        ready, _, _ = select.select([fd], [], [], READY_TIMEOUT_S)
+        if not ready:
+            raise SandboxError("bubblewrap did not start the sandbox in time")
         chunk = os.read(fd, 4096)
         if not chunk:
             raise SandboxError("bubblewrap stopped before the sandbox started")

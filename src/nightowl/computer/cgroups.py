@@ -15,11 +15,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from nightowl.computer.errors import SandboxError
+
 ROOT = Path("/sys/fs/cgroup")
 V1_CONTROLLERS = ("memory", "cpu", "pids", "freezer")
 
 
-class CgroupError(RuntimeError):
+class CgroupError(SandboxError):
     """A cgroup could not be made, limited, frozen or cleared."""
 
 
@@ -60,7 +62,14 @@ class Cgroup:
             self._dirs = {c: root / c / "nightowl" / name for c in V1_CONTROLLERS}
 
     def create(self, limits: Limits) -> None:
-        """Make the group (again) and apply the limits."""
+        """Make the group (again) and apply the limits. A group left by a crashed server is
+        cleared first: its processes killed, and thawed (a frozen group would freeze the
+        new sandbox's first process the moment it joined)."""
+        if any(folder.exists() for folder in self._dirs.values()):
+            with contextlib.suppress(OSError, CgroupError):
+                self.kill_all()
+            with contextlib.suppress(OSError):
+                self.thaw()
         try:
             if self.layout == "v2":
                 parent = self._dirs["all"].parent

@@ -20,7 +20,7 @@ from pathlib import Path
 from nightowl.computer.backends import choose_backend
 from nightowl.computer.cgroups import Limits, detect
 from nightowl.computer.sandbox import Backend, Network, Sandbox, SandboxError, SandboxSpec
-from nightowl.computer.snapshots import archive, restore
+from nightowl.computer.snapshots import HomeTooLarge, archive, restore
 from nightowl.store.computers import computer_of, record_awake, record_sleep
 from nightowl.store.database import Database
 
@@ -177,22 +177,26 @@ class Computers:
         with computer.lock:
             if computer.holders:
                 return False  # never during a turn
-            self._archive_home(computer)
-            return True
+            return self._archive_home(computer)
 
-    def _archive_home(self, computer: _Computer) -> None:
+    def _archive_home(self, computer: _Computer) -> bool:
         if computer.sandbox is not None:
             computer.sandbox.stop()
             computer.sandbox = None
         computer.frozen_since = None
         home = self.home(computer.user_id)
         if not home.exists():
-            return
-        reference, size = archive(home, self.settings.snapshot_dir)
+            return True
+        try:
+            reference, size = archive(home, self.settings.snapshot_dir)
+        except HomeTooLarge as error:
+            log.warning("home stays on disk", extra={"user": computer.user_id, "why": str(error)})
+            return False
         with self.database.write() as session:
             record_sleep(session, computer.user_id, reference, size)
         shutil.rmtree(home)
         log.info("sandbox asleep", extra={"user": computer.user_id, "snapshot_bytes": size})
+        return True
 
     async def sleep_idle(self) -> int:
         """Deep-sleep every sandbox frozen for longer than the idle time; how many slept."""

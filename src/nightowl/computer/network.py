@@ -1,13 +1,17 @@
-"""Egress-only networking for a sandbox: slirp4netns (or pasta) in user mode.
+"""Egress-only networking for a sandbox: slirp4netns in user mode, behind a firewall.
 
 Every sandbox has its own network namespace; with the policy `none` it holds only its own
-loopback. With `egress`, a user-mode network stack (slirp4netns, confined) connects
-out through the host's sockets; `--disable-host-loopback` keeps the host's 127.0.0.1 services
-(PostgreSQL, Redis, the server itself) out of reach.
+loopback. With `egress`, a user-mode network stack (slirp4netns, confined) connects out
+through the host's sockets; `--disable-host-loopback` keeps the host's 127.0.0.1 services
+(PostgreSQL, Redis, the server itself) out of reach, and nftables rules root sets in the
+namespace before the sandbox starts (it has no capability to change them) refuse the host's
+own addresses, private and link-local networks (the LAN, cloud metadata at 169.254.169.254).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import select
 import shutil
@@ -18,11 +22,61 @@ from nightowl.computer.sandbox import SandboxError
 READY_TIMEOUT_S = 5.0
 
 
+# Never reachable from a sandbox: this host, private, shared, link-local, reserved ranges.
+BLOCKED_V4 = (
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "224.0.0.0/3",
+)
+SLIRP_DNS = "10.0.2.3"
+
+
 def egress_problems() -> list[str]:
     """Why egress networking cannot work here (empty when it can)."""
+    found = []
     if shutil.which("slirp4netns") is None:
-        return ["slirp4netns is missing (apt-get install slirp4netns)"]
-    return []
+        found.append("slirp4netns is missing (apt-get install slirp4netns)")
+    if shutil.which("nft") is None:
+        found.append("nft is missing (apt-get install nftables)")
+    return found
+
+
+@functools.cache
+def host_addresses() -> tuple[str, ...]:
+    """This host's own IPv4 addresses (a sandbox must not reach its services on them)."""
+    try:
+        shown = subprocess.run(
+            ["ip", "-j", "-4", "addr"], capture_output=True, text=True, timeout=5, check=True
+        )
+        interfaces = json.loads(shown.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return ()
+    return tuple(
+        info["local"] for interface in interfaces for info in interface.get("addr_info", ())
+    )
+
+
+def firewall_rules() -> bytes:
+    """nftables rules for a sandbox's network namespace: out to the internet only."""
+    blocked = ", ".join((*BLOCKED_V4, *host_addresses()))
+    return f"""table inet nightowl {{
+  chain output {{
+    type filter hook output priority 0; policy accept;
+    oifname "lo" accept
+    ip daddr {SLIRP_DNS} udp dport 53 accept
+    ip daddr {SLIRP_DNS} tcp dport 53 accept
+    ip daddr {{ {blocked} }} reject with icmp type admin-prohibited
+    meta nfproto ipv6 reject
+  }}
+}}
+""".encode()
 
 
 def start_egress(sandbox_pid: int) -> subprocess.Popen[bytes]:

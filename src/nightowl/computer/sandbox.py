@@ -19,15 +19,12 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from nightowl.computer.cgroups import Cgroup, Limits
+from nightowl.computer.errors import SandboxError as SandboxError
 
 Network = Literal["none", "egress"]
 HOME_INSIDE = "/home/agent"
 SUPERVISOR_SOURCE = (Path(__file__).parent / "supervisor.py").read_text()
 PATH_INSIDE = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
-
-
-class SandboxError(RuntimeError):
-    """The sandbox could not start, answer, or do what was asked (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -91,12 +88,14 @@ class Sandbox:
         ours.sendall((json.dumps(request) + "\n").encode())
         return ours
 
-    async def call(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, request: dict[str, Any], timeout_s: float = 60.0) -> dict[str, Any]:
         """One request with one answer (file operations, ping, kill)."""
         conn = self._open(request)
         reader, writer = await asyncio.open_unix_connection(sock=conn)
         try:
-            line = await reader.readline()
+            line = await asyncio.wait_for(reader.readline(), timeout_s)
+        except TimeoutError:
+            raise SandboxError(f"{request.get('op')} took over {timeout_s:g} s; stopped") from None
         finally:
             writer.close()
         if not line:

@@ -26,11 +26,28 @@ PREFIX = "blob:"
 SUFFIX = ".tar.zst"
 # Absolute link targets that stay inside the sandbox's own world (a venv links to /usr/bin).
 SPOOL_BYTES = 256 * 1024 * 1024  # decompressed in memory up to this size, on disk beyond
-ALLOWED_LINK_ROOTS = (HOME_INSIDE, "/usr", "/bin", "/lib", "/lib64", "/sbin", "/tmp")
+ALLOWED_LINK_ROOTS = (
+    HOME_INSIDE,
+    "/usr",
+    "/bin",
+    "/lib",
+    "/lib64",
+    "/sbin",
+    "/etc",
+    "/dev",
+    "/tmp",
+    "/run",
+    "/var/tmp",
+)
+MAX_HOME_BYTES = 20 * 1024**3  # apparent size: a sparse file must not become a full one
 
 
 class SnapshotRejected(ValueError):
     """An archive holds a member that could write or point outside the home."""
+
+
+class HomeTooLarge(ValueError):
+    """A home is too large (in apparent size) to be archived; it stays on disk."""
 
 
 class _HashingWriter:
@@ -50,8 +67,18 @@ class _HashingWriter:
         self.file.flush()
 
 
-def archive(home: Path, blob_dir: Path, level: int = 3) -> tuple[str, int]:
-    """Write `home` as a snapshot; its reference (`blob:<sha256>`) and its size in bytes."""
+def archive(
+    home: Path, blob_dir: Path, level: int = 3, max_bytes: int = MAX_HOME_BYTES
+) -> tuple[str, int]:
+    """Write `home` as a snapshot; its reference (`blob:<sha256>`) and its size in bytes.
+
+    Only what `restore` accepts goes in (the same check, member by member): a FIFO, a socket
+    or a link out of the sandbox's world is left out, so a snapshot always restores.
+    Raises HomeTooLarge (writing nothing) when the home's files add up to more than
+    `max_bytes`."""
+    apparent = sum(p.lstat().st_size for p in _walk(home) if p.is_file() and not p.is_symlink())
+    if apparent > max_bytes:
+        raise HomeTooLarge(f"the home holds {apparent:,} bytes; snapshots stop at {max_bytes:,}")
     blob_dir.mkdir(parents=True, exist_ok=True)
     partial = blob_dir / f"snapshot.{os.getpid()}.{id(home)}.partial"
     try:
@@ -60,8 +87,20 @@ def archive(home: Path, blob_dir: Path, level: int = 3) -> tuple[str, int]:
             compressor = zstandard.ZstdCompressor(level=level, threads=-1)
             packed = compressor.stream_writer(hashing, closefd=False)  # type: ignore[arg-type]
             with packed, tarfile.open(fileobj=packed, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                links: set[str] = set()
                 for path in _walk(home):
-                    tar.add(path, arcname=path.relative_to(home).as_posix(), recursive=False)
+                    member = tar.gettarinfo(path, arcname=path.relative_to(home).as_posix())
+                    try:
+                        if member is None:  # a socket: nothing to keep
+                            continue
+                        check_member(member, links)
+                    except SnapshotRejected:
+                        continue  # restore would refuse it: leave it out, keep the rest
+                    if member.isfile():
+                        with open(path, "rb") as file:
+                            tar.addfile(member, file)
+                    else:
+                        tar.addfile(member)
             raw.flush()
             os.fsync(raw.fileno())
         digest = hashing.digest.hexdigest()
@@ -97,7 +136,7 @@ def check_member(member: tarfile.TarInfo, links: set[str]) -> None:
     """Refuse a member that could land or point outside home (`links`: symlinks seen so far)."""
     name = member.name
     normal = posixpath.normpath(name)
-    if name.startswith("/") or normal.startswith("..") or "/../" in f"/{name}/":
+    if name.startswith("/") or ".." in name.split("/") or normal == ".":
         raise SnapshotRejected(f"member {name!r} points outside the home")
     if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
         raise SnapshotRejected(f"member {name!r} is a device, FIFO or other special file")
@@ -107,7 +146,7 @@ def check_member(member: tarfile.TarInfo, links: set[str]) -> None:
             raise SnapshotRejected(f"member {name!r} would be written through a link")
     if member.islnk():
         target = posixpath.normpath(member.linkname)
-        if member.linkname.startswith("/") or target.startswith(".."):
+        if member.linkname.startswith("/") or target == ".." or target.startswith("../"):
             raise SnapshotRejected(f"hard link {name!r} points outside the home")
     if member.issym():
         target = member.linkname

@@ -19,6 +19,7 @@ import re
 import select
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -140,8 +141,17 @@ def _kill(request: dict[str, object]) -> dict[str, object]:
     return {"ok": True}
 
 
+def _regular(path: str) -> None:
+    """Refuse what is not a regular file (a FIFO would block the reader forever)."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a folder")
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise ValueError(f"{path} is not a regular file (a pipe, socket or device)")
+
+
 def _read(request: dict[str, object]) -> dict[str, object]:
     path = _resolve(request["path"])
+    _regular(path)
     size = os.path.getsize(path)
     head, tail = int(str(request.get("head", 0))), int(str(request.get("tail", 0)))
     if head or tail:  # an excerpt: the start and the end of a long output
@@ -178,6 +188,10 @@ def _write(request: dict[str, object]) -> dict[str, object]:
 
 def _list(request: dict[str, object]) -> dict[str, object]:
     root = _resolve(request.get("path") or HOME)
+    if not os.path.isdir(root):
+        if os.path.exists(root):
+            raise NotADirectoryError(f"{root} is a file")
+        raise FileNotFoundError(f"{root} does not exist")
     depth = int(str(request.get("depth", 1)))
     limit = int(str(request.get("limit", 500)))
     entries: list[dict[str, object]] = []
@@ -222,7 +236,8 @@ def _search(request: dict[str, object]) -> dict[str, object]:
                 continue
             full = os.path.join(folder, name)
             try:
-                if os.path.getsize(full) > MAX_SEARCH_FILE_BYTES:
+                info = os.lstat(full)
+                if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SEARCH_FILE_BYTES:
                     continue
                 with open(full, "rb") as file:
                     data = file.read()

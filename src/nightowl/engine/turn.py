@@ -26,6 +26,7 @@ from nightowl.harness.guard import GuardLimits, budget_stop, check_guard
 from nightowl.harness.interruption import interruption_record
 from nightowl.harness.outputs import is_large, preview
 from nightowl.harness.prompt import assemble
+from nightowl.harness.sections import CacheBreak, find_cache_break, request_sections
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.logs import log_context
 from nightowl.metrics import Metrics
@@ -42,8 +43,10 @@ from nightowl.store.transcript import (
     finish_tool_run,
     load_transcript,
     load_turn_entries,
+    previous_sections,
     put_entries,
     put_entry,
+    record_sections,
     start_model_call,
     start_tool_run,
 )
@@ -194,16 +197,35 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             await asyncio.to_thread(_finish_call, database, record, {}, repr(error))
             raise
 
-        def save() -> None:
+        sections = [list(s) for s in request_sections(request)]
+
+        def save() -> CacheBreak | None:
             with database.write() as session:
+                previous = previous_sections(session, conversation_id, record)
+                broke = find_cache_break(previous, sections) if previous else None
+                record_sections(
+                    session,
+                    record,
+                    sections,
+                    f"{broke.section}: {broke.reason}" if broke else None,
+                    broke.explained if broke else None,
+                )
                 entry = Entry(kind="assistant", text=reply.text, tool_calls=reply.tool_calls)
                 put_entry(
                     session, conversation_id, turn_id, f"{turn_id}:model:{step}", entry.to_dict()
                 )
                 cost = deps.prices.cost(model.name, reply.usage)
                 finish_model_call(session, record, reply.usage.to_dict(), cost_usd=cost)
+                return broke
 
-        await asyncio.to_thread(save)
+        broke = await asyncio.to_thread(save)
+        if broke is not None:
+            metrics.cache_breaks.labels(explained=str(broke.explained).lower()).inc()
+            if not broke.explained:
+                log.warning(
+                    "cache break: the request did not repeat the previous one's prefix",
+                    extra={"section": broke.section, "reason": broke.reason},
+                )
         return {"reply": reply.to_dict()}
 
     @DBOS.step(name="nightowl.run_tool")
@@ -368,6 +390,10 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     # A durable wait: no process or thread is held; it outlives restarts, and
                     # the answer (stored first, then sent here as a nudge) resumes it once.
                     question = str(result["ask"]["message_id"])
+                    if deps.computers is not None:
+                        # The wait may last days: the sandbox freezes (and may sleep deeply)
+                        # meanwhile; the next tool call wakes it.
+                        await deps.computers.release(turn_id)
                     await DBOS.recv_async(
                         topic=f"answer:{question}", timeout_seconds=deps.answer_wait_s
                     )

@@ -160,3 +160,35 @@ def tokens_used_since(session: Session, conversation_id: str, since: Any) -> int
         ).where(ModelCall.conversation_id == conversation_id, ModelCall.started_at >= since)
     )
     return int(total or 0)
+
+
+def previous_sections(
+    session: Session, conversation_id: str, before: str
+) -> list[list[str]] | None:
+    """The section hashes of the conversation's latest request other than `before`."""
+    found = session.scalar(
+        select(ModelCall.sections)
+        .where(
+            ModelCall.conversation_id == conversation_id,
+            ModelCall.id != before,
+            ModelCall.sections.is_not(None),
+        )
+        .order_by(ModelCall.started_at.desc(), ModelCall.id.desc())
+        .limit(1)
+    )
+    return list(found) if found is not None else None
+
+
+def record_sections(
+    session: Session,
+    call_id: str,
+    sections: list[list[str]],
+    cache_break: str | None,
+    explained: bool | None,
+) -> None:
+    """Keep a request's section hashes, and where it broke the cached prefix."""
+    session.execute(
+        update(ModelCall)
+        .where(ModelCall.id == call_id)
+        .values(sections=sections, cache_break=cache_break, cache_break_explained=explained)
+    )

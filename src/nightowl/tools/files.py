@@ -88,11 +88,16 @@ async def _read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolResult:
             is_error=True,
         )
     lines = answer["text"].splitlines()
-    chosen = lines[args.offset - 1 : args.offset - 1 + args.limit]
-    body = "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(chosen, args.offset))
-    if len(body) > MAX_CHARS:
-        body = body[:MAX_CHARS] + "\n[… cut; read fewer lines at a time]"
-    end = args.offset + len(chosen) - 1
+    shown: list[str] = []
+    size = 0
+    for n, line in enumerate(lines[args.offset - 1 : args.offset - 1 + args.limit], args.offset):
+        numbered = f"{n:>6}\t{line}"
+        if shown and size + len(numbered) > MAX_CHARS:
+            break  # whole lines only: the next offset starts where this stops
+        shown.append(numbered[:MAX_CHARS])
+        size += len(numbered) + 1
+    body = "\n".join(shown)
+    end = args.offset + len(shown) - 1
     more = f" Next: offset={end + 1}." if end < len(lines) else ""
     cut = " (the file is larger than 4 MB; only its start was read)" if answer.get("cut") else ""
     return ToolResult(f"{args.path}: lines {args.offset}-{end} of {len(lines)}{cut}.{more}\n{body}")

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from nightowl.computer.sandbox import HOME_INSIDE
 from nightowl.store.blobs import put_bytes
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import wait_for_answer
@@ -101,7 +102,9 @@ def _attach(paths: list[str], ctx: ToolContext) -> list[dict[str, Any]] | str:
     home = ctx.home.resolve()
     attached = []
     for given in paths:
-        relative = PurePosixPath(given)
+        # The tools name files as the sandbox sees them: /home/agent/…, ~/…, or relative.
+        inside = given.removeprefix(HOME_INSIDE + "/").removeprefix("~/")
+        relative = PurePosixPath(inside)
         if relative.is_absolute():
             relative = relative.relative_to("/")
         path = (home / relative).resolve()

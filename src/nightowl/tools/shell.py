@@ -55,7 +55,7 @@ async def _shell(args: ShellArgs, ctx: ToolContext) -> ToolResult:
             return ToolResult(f"It could not start: {error}. Check the command and cwd.", True)
         return ToolResult(
             f"Started in the background (pid {pid}); its output goes to ~/{output}. "
-            f"Stop it with shell `kill {pid}`."
+            f"Stop it and its children with shell `kill -- -{pid}`."
         )
     started = time.monotonic()
     try:

@@ -1,0 +1,68 @@
+"""Across turns, tool calls and tool loading, every model request repeats its predecessor's
+prefix: the only cache breaks are explained ones (a tool loaded); on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.store_view import rows
+from tests.server import ServerProcess, say, wait_for, write_script
+
+pytestmark = pytest.mark.slow
+
+
+def _call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def test_requests_only_grow_at_the_end(tmp_path: Path, database_url: str) -> None:
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            _call("load_tools", query="shell"),
+            _call("shell", command="echo hi"),
+            say("one", final=True),
+            _call("write_file", path="a.txt", content="x"),
+            say("two", final=True),
+            say("three", final=True),
+        ],
+    )
+    env = {"NIGHTOWL_SANDBOX_NETWORK": "none"}
+    server = ServerProcess(tmp_path / "data", database_url, model=model, env=env).start()
+    try:
+        with server.client() as client:
+            conversation = client.post("/v1/conversations", json={}).json()["id"]
+            path = f"/v1/conversations/{conversation}/messages"
+            for n, answer in enumerate(["one", "two", "three"]):
+                client.post(path, json={"client_id": f"m{n}", "text": f"task {n}"})
+                wait_for(
+                    lambda: (
+                        answer  # noqa: B023
+                        in [m["body"] for m in client.get(path).json()["messages"]]
+                    ),
+                    timeout=30,
+                )
+        calls = rows(
+            database_url,
+            "SELECT sections, cache_break, cache_break_explained FROM model_calls"
+            " WHERE conversation_id = :c ORDER BY started_at",
+            c=conversation,
+        )
+    finally:
+        server.stop()
+    assert len(calls) == 6
+    sections = [s if isinstance(s, list) else json.loads(s) for s, _, _ in calls]
+    breaks = [(b, e) for _, b, e in calls if b is not None]
+    assert breaks == [("tool:shell: a tool was loaded", True)]
+    for before, after in itertools.pairwise(sections):
+        # Besides a tool loaded in between, the request repeats all of its predecessor but
+        # the newest note, and grows only at the end.
+        loaded = {n for n, _ in after if n.startswith("tool:")} - {n for n, _ in before}
+        rest = [section for section in after if section[0] not in loaded]
+        assert rest[: len(before) - 1] == before[:-1]
+        assert len(rest) > len(before) - 1
