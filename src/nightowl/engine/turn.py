@@ -25,7 +25,8 @@ from nightowl.engine.preemption import RunningTurns
 from nightowl.harness.guard import GuardLimits, budget_stop, check_guard
 from nightowl.harness.interruption import interruption_record
 from nightowl.harness.outputs import is_large, preview
-from nightowl.harness.prompt import assemble
+from nightowl.harness.pins import PromptPin, changes_since, effective_specs, pin_now
+from nightowl.harness.prompt import SYSTEM_PROMPT, assemble
 from nightowl.harness.sections import CacheBreak, find_cache_break, request_sections
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.logs import log_context
@@ -44,6 +45,7 @@ from nightowl.store.transcript import (
     load_transcript,
     load_turn_entries,
     previous_sections,
+    prompt_pin,
     put_entries,
     put_entry,
     record_sections,
@@ -95,6 +97,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
     """Register the turn workflow and its steps with DBOS and return the workflow."""
     database, metrics, running = deps.database, deps.metrics, deps.running
     specs = {name: deps.tools.get(name).spec() for name in deps.tools.names()}  # type: ignore[union-attr]
+    summaries = deps.tools.summaries()
 
     @DBOS.step(name="nightowl.take_batch")
     async def take_batch(turn_id: str) -> dict[str, Any]:
@@ -170,8 +173,11 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         model = deps.model
         metrics.steps.labels(kind="model").inc()
 
-        def prepare() -> tuple[str | None, str | None, list[Entry], str]:
+        def prepare() -> tuple[str | None, str | None, list[Entry], str, PromptPin]:
             with database.write() as session:
+                pin = prompt_pin(
+                    session, conversation_id, lambda: pin_now(SYSTEM_PROMPT, summaries, specs)
+                )
                 midnight = datetime.combine(utcnow().date(), day_start.min, tzinfo=utcnow().tzinfo)
                 over = budget_stop(deps.limits, spending_today(session, turn_id, midnight))
                 stop = over or check_guard(
@@ -184,13 +190,22 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     set_activity(session, turn_id, "thinking")
                 # A budget speaks once a day, however many turns it stops.
                 once = f"budget:{midnight.date().isoformat()}" if over else None
-                return stop, once, history, record
+                return stop, once, history, record, pin
 
-        stop, once, history, record = await asyncio.to_thread(prepare)
+        stop, once, history, record, pin = await asyncio.to_thread(prepare)
         if stop:
             return {"stop": stop, "once": once}
         now = utcnow().strftime("%Y-%m-%d %H:%M UTC")
-        request = assemble(deps.tools.summaries(), specs, history, f"Current time: {now}.")
+        # The conversation keeps its pinned prompt (a cached prefix); what the server changed
+        # since reaches it as notes in the newest message.
+        notes = changes_since(pin, SYSTEM_PROMPT, summaries, specs)
+        request = assemble(
+            pin.summaries,
+            effective_specs(pin, specs),
+            history,
+            "\n".join([f"Current time: {now}.", *notes]),
+            instructions=pin.instructions,
+        )
         try:
             reply = await model.complete(request)
         except Exception as error:

@@ -52,9 +52,11 @@ def assemble(
     specs: dict[str, ToolSpec],
     history: Sequence[Entry],
     newest_note: str = "",
+    instructions: str = SYSTEM_PROMPT,
 ) -> ModelRequest:
-    """The request for the next model call; `newest_note` (time, what changed) rides last."""
-    system = SYSTEM_PROMPT + "\n" + tool_catalogue(summaries)
+    """The request for the next model call; `newest_note` (time, what changed) rides last.
+    A conversation passes its pinned instructions, catalogue and schemas (harness/pins.py)."""
+    system = instructions + "\n" + tool_catalogue(summaries)
     tools = tuple(specs[name] for name in loaded_tool_names(history) if name in specs)
     messages = list(history)
     if newest_note:

@@ -274,3 +274,14 @@ class Computer(Base):
     snapshot_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     snapshot_at: Mapped[datetime | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class PromptPinRow(Base):
+    """A conversation's pinned prompt (instructions, catalogue, schemas) until compaction."""
+
+    __tablename__ = "prompt_pins"
+    conversation_id: Mapped[str] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    pin: Mapped[dict[str, Any]] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
+from nightowl.harness.pins import PromptPin
 from nightowl.store.ids import new_id
-from nightowl.store.tables import ModelCall, ToolRun, TranscriptEntry, utcnow
+from nightowl.store.tables import ModelCall, PromptPinRow, ToolRun, TranscriptEntry, utcnow
 
 
 def put_entry(
@@ -192,3 +194,14 @@ def record_sections(
         .where(ModelCall.id == call_id)
         .values(sections=sections, cache_break=cache_break, cache_break_explained=explained)
     )
+
+
+def prompt_pin(session: Session, conversation_id: str, make: Callable[[], PromptPin]) -> PromptPin:
+    """The conversation's pinned prompt, pinned now (by `make`) if it has none yet."""
+    row = session.get(PromptPinRow, conversation_id)
+    if row is not None:
+        return PromptPin.from_dict(row.pin)
+    pin = make()
+    session.add(PromptPinRow(conversation_id=conversation_id, pin=pin.to_dict()))
+    session.flush()
+    return pin

@@ -1,0 +1,79 @@
+"""A conversation's pinned prompt: the instructions, tool catalogue and tool schemas as first
+sent, kept byte for byte until the conversation is compacted.
+
+A deploy that changes a tool's description, adds or removes a tool, or edits the instructions
+must not rewrite text a provider has cached: the conversation goes on with its pinned text and
+hears of the change in a short note in its newest message instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nightowl.models.base import ToolSpec
+
+
+@dataclass(frozen=True)
+class PromptPin:
+    """The stable part of a conversation's prompt, as it was first sent."""
+
+    instructions: str
+    summaries: tuple[tuple[str, str], ...]
+    specs: dict[str, ToolSpec]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The pin as JSON-ready data."""
+        return {
+            "instructions": self.instructions,
+            "summaries": [list(pair) for pair in self.summaries],
+            "specs": {
+                name: [spec.name, spec.description, spec.parameters]
+                for name, spec in self.specs.items()
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PromptPin:
+        """A pin from `to_dict` data."""
+        return cls(
+            instructions=str(data["instructions"]),
+            summaries=tuple((str(a), str(b)) for a, b in data["summaries"]),
+            specs={name: ToolSpec(s[0], s[1], s[2]) for name, s in data["specs"].items()},
+        )
+
+
+def pin_now(
+    instructions: str, summaries: Sequence[tuple[str, str]], specs: dict[str, ToolSpec]
+) -> PromptPin:
+    """Pin the prompt as the server would send it now."""
+    return PromptPin(instructions, tuple(summaries), dict(specs))
+
+
+def effective_specs(pin: PromptPin, current: dict[str, ToolSpec]) -> dict[str, ToolSpec]:
+    """Schemas to send: the pinned ones, and the current one of a tool added since pinning."""
+    return {**{n: s for n, s in current.items() if n not in pin.specs}, **pin.specs}
+
+
+def changes_since(
+    pin: PromptPin,
+    instructions: str,
+    summaries: Sequence[tuple[str, str]],
+    specs: dict[str, ToolSpec],
+) -> list[str]:
+    """Short notes of what the server changed since the pin (for the newest message)."""
+    notes = []
+    if instructions != pin.instructions:
+        notes.append("nightowl's instructions were updated; they apply after compaction.")
+    pinned_names = dict(pin.summaries)
+    for name, summary in summaries:
+        if name not in pinned_names:
+            notes.append(f"New tool: {name} — {summary} (load_tools gives its schema).")
+        elif pin.specs.get(name) != specs.get(name):
+            notes.append(f"The tool {name} was updated; its new version applies after compaction.")
+    current = dict(summaries)
+    notes += [
+        f"The tool {name} is gone; do not call it." for name in pinned_names if name not in current
+    ]
+    return notes
