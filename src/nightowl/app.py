@@ -100,6 +100,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
             routine_budget_usd=settings.routine_budget_usd,
         ),
         prices=PriceTable(settings.prices),
+        cache_lifetime_s=settings.cache_lifetime_s,
         blob_dir=settings.blob_dir,
         schedule_timer=engine.schedule_timer,
         running=engine.running,

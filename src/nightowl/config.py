@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     routine_budget_usd: float = Field(
         default=2.0, ge=0, description="What one routine's turns may spend on models per day (UTC)."
     )
+    cache_lifetime_s: float = Field(
+        default=300.0, gt=0, description="How long a provider keeps a prompt prefix cached."
+    )
     prices: dict[str, dict[str, float]] = Field(
         default_factory=dict,
         description='Price overrides, USD per million tokens: {"<model prefix>": {"input": 3, '

@@ -20,7 +20,8 @@ def _call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
-def test_requests_only_grow_at_the_end(tmp_path: Path, database_url: str) -> None:
+@pytest.mark.parametrize("lifetime", ["300", "0.001"])
+def test_requests_only_grow_at_the_end(tmp_path: Path, database_url: str, lifetime: str) -> None:
     model = write_script(
         tmp_path / "s.json",
         [
@@ -32,7 +33,7 @@ def test_requests_only_grow_at_the_end(tmp_path: Path, database_url: str) -> Non
             say("three", final=True),
         ],
     )
-    env = {"NIGHTOWL_SANDBOX_NETWORK": "none"}
+    env = {"NIGHTOWL_SANDBOX_NETWORK": "none", "NIGHTOWL_CACHE_LIFETIME_S": lifetime}
     server = ServerProcess(tmp_path / "data", database_url, model=model, env=env).start()
     try:
         with server.client() as client:
@@ -49,20 +50,30 @@ def test_requests_only_grow_at_the_end(tmp_path: Path, database_url: str) -> Non
                 )
         calls = rows(
             database_url,
-            "SELECT sections, cache_break, cache_break_explained FROM model_calls"
+            "SELECT sections, cache_break, cache_break_explained, meter_prompt_tokens,"
+            " meter_prefix_tokens FROM model_calls"
             " WHERE conversation_id = :c ORDER BY started_at",
             c=conversation,
         )
     finally:
         server.stop()
     assert len(calls) == 6
-    sections = [s if isinstance(s, list) else json.loads(s) for s, _, _ in calls]
-    breaks = [(b, e) for _, b, e in calls if b is not None]
+    sections = [s if isinstance(s, list) else json.loads(s) for s, *_ in calls]
+    breaks = [(b, e) for _, b, e, _, _ in calls if b is not None]
     assert breaks == [("tool:shell: a tool was loaded", True)]
     for before, after in itertools.pairwise(sections):
         # Besides a tool loaded in between, the request repeats all of its predecessor but
         # the newest note, and grows only at the end.
-        loaded = {n for n, _ in after if n.startswith("tool:")} - {n for n, _ in before}
+        loaded = {s[0] for s in after if s[0].startswith("tool:")} - {s[0] for s in before}
         rest = [section for section in after if section[0] not in loaded]
         assert rest[: len(before) - 1] == before[:-1]
         assert len(rest) > len(before) - 1
+
+    # The prefix-cache meter: within the cache lifetime each request (after the tool load)
+    # finds most of itself already sent; past the lifetime nothing counts as cached.
+    meter = [(prompt, prefix) for *_, prompt, prefix in calls]
+    assert all(prompt > 0 for prompt, _ in meter) and meter[0][1] == 0
+    if lifetime == "300":
+        assert all(prefix / prompt > 0.5 for prompt, prefix in meter[2:]), meter
+    else:
+        assert all(prefix == 0 for _, prefix in meter), meter

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from nightowl.harness.prompt import assemble
-from nightowl.harness.sections import find_cache_break, request_sections
+from nightowl.harness.sections import (
+    find_cache_break,
+    prompt_tokens,
+    request_sections,
+    shared_prefix_tokens,
+)
 from nightowl.harness.transcript import Entry
 from nightowl.models.base import ToolSpec
 
@@ -28,7 +33,7 @@ def test_a_growing_history_never_breaks_the_prefix() -> None:
     history.append(Entry(kind="assistant", text="thinking"))
     history.append(Entry(kind="user", text="and then?", trust="owner"))
     second = _request(history, "Current time: 09:05.")
-    assert [name for name, _ in first] == [
+    assert [section[0] for section in first] == [
         "tool:send_to_user",
         "tool:load_tools",
         "system",
@@ -60,3 +65,17 @@ def test_loading_a_tool_is_an_explained_break_and_a_changed_text_is_not() -> Non
     broke = find_cache_break(third, fourth)
     assert broke is not None and not broke.explained and broke.reason == "tool:shell changed"
     assert find_cache_break(fourth, fourth[:2]) is not None  # a shorter request breaks too
+
+
+def test_the_prefix_meter_counts_the_leading_tokens_a_request_repeats() -> None:
+    history = [Entry(kind="user", text="x" * 400, trust="owner")]
+    first = _request(history, "t1")
+    history.append(Entry(kind="assistant", text="y" * 400))
+    second = _request(history, "t2")
+    total = prompt_tokens(second)
+    shared = shared_prefix_tokens(first, second)
+    # Everything but the first request's newest note and the new entry is shared.
+    assert 0 < shared < total
+    assert shared == prompt_tokens(first[:-1])
+    assert shared_prefix_tokens([], second) == 0
+    assert shared_prefix_tokens(second, second) == total

@@ -27,7 +27,13 @@ from nightowl.harness.interruption import interruption_record
 from nightowl.harness.outputs import is_large, preview
 from nightowl.harness.pins import PromptPin, changes_since, effective_specs, pin_now
 from nightowl.harness.prompt import SYSTEM_PROMPT, assemble
-from nightowl.harness.sections import CacheBreak, find_cache_break, request_sections
+from nightowl.harness.sections import (
+    CacheBreak,
+    find_cache_break,
+    prompt_tokens,
+    request_sections,
+    shared_prefix_tokens,
+)
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.logs import log_context
 from nightowl.metrics import Metrics
@@ -87,6 +93,7 @@ class TurnDeps:
     max_attachment_bytes: int = 25 * 1024 * 1024
     computers: Computers | None = None
     prices: PriceTable = field(default_factory=PriceTable)
+    cache_lifetime_s: float = 300.0  # how long a provider keeps a prefix cached
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -212,18 +219,22 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             await asyncio.to_thread(_finish_call, database, record, {}, repr(error))
             raise
 
-        sections = [list(s) for s in request_sections(request)]
+        sections: list[list[Any]] = [list(s) for s in request_sections(request)]
 
         def save() -> CacheBreak | None:
             with database.write() as session:
-                previous = previous_sections(session, conversation_id, record)
-                broke = find_cache_break(previous, sections) if previous else None
+                found = previous_sections(session, conversation_id, record)
+                broke = find_cache_break(found[0], sections) if found else None
+                # The meter counts a prefix as cached only within the provider's lifetime.
+                warm = found and (utcnow() - found[1]).total_seconds() <= deps.cache_lifetime_s
+                shared = shared_prefix_tokens(found[0], sections) if found and warm else 0
                 record_sections(
                     session,
                     record,
                     sections,
                     f"{broke.section}: {broke.reason}" if broke else None,
                     broke.explained if broke else None,
+                    (prompt_tokens(sections), shared),
                 )
                 entry = Entry(kind="assistant", text=reply.text, tool_calls=reply.tool_calls)
                 put_entry(

@@ -20,24 +20,49 @@ from nightowl.models.base import ModelRequest
 NEWEST = "newest"
 
 
-def _digest(value: Any) -> str:
+CHARS_PER_TOKEN = 4  # the meter's estimate, for any model
+
+
+def _section(name: str, value: Any) -> tuple[str, str, int]:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return (name, hashlib.sha256(text.encode()).hexdigest()[:16], len(text))
 
 
-def request_sections(request: ModelRequest, newest_note: bool = True) -> list[tuple[str, str]]:
-    """(name, hash) of every section, in the order the request sends them."""
+def request_sections(request: ModelRequest, newest_note: bool = True) -> list[tuple[str, str, int]]:
+    """(name, hash, characters) of every section, in the order the request sends them."""
     sections = [
-        (f"tool:{spec.name}", _digest([spec.name, spec.description, spec.parameters]))
+        _section(f"tool:{spec.name}", [spec.name, spec.description, spec.parameters])
         for spec in request.tools
     ]
-    sections.append(("system", _digest(request.system)))
+    sections.append(_section("system", request.system))
     messages = list(request.messages)
     last = messages.pop() if newest_note and messages else None
-    sections += [(f"history:{n}", _digest(entry.to_dict())) for n, entry in enumerate(messages)]
+    sections += [_section(f"history:{n}", entry.to_dict()) for n, entry in enumerate(messages)]
     if last is not None:
-        sections.append((NEWEST, _digest(last.to_dict())))
+        sections.append(_section(NEWEST, last.to_dict()))
     return sections
+
+
+def _key(section: Sequence[Any]) -> tuple[str, str]:
+    return (str(section[0]), str(section[1]))
+
+
+def prompt_tokens(sections: Sequence[Sequence[Any]]) -> int:
+    """The request's size in tokens, estimated (4 characters a token)."""
+    return sum(int(s[2]) for s in sections if len(s) > 2) // CHARS_PER_TOKEN
+
+
+def shared_prefix_tokens(
+    previous: Sequence[Sequence[Any]], current: Sequence[Sequence[Any]]
+) -> int:
+    """The prefix-cache meter: leading tokens of `current` that repeat `previous` section for
+    section (estimated) — what a prefix-caching provider could serve from its cache."""
+    shared = 0
+    for before, now in zip(previous, current, strict=False):
+        if _key(before) != _key(now):
+            break
+        shared += int(now[2]) if len(now) > 2 else 0
+    return shared // CHARS_PER_TOKEN
 
 
 @dataclass(frozen=True)
@@ -53,10 +78,10 @@ def find_cache_break(
     previous: Sequence[Sequence[str]], current: Sequence[Sequence[str]]
 ) -> CacheBreak | None:
     """The break between two consecutive requests of a conversation, or None."""
-    before = [tuple(s) for s in previous]
+    before = [_key(s) for s in previous]
     if before and before[-1][0] == NEWEST:
         before.pop()  # the previous newest note is meant to be replaced
-    now = [tuple(s) for s in current]
+    now = [_key(s) for s in current]
     for index, section in enumerate(before):
         if index >= len(now):
             return CacheBreak(section[0], "the request is shorter than the previous one", False)

@@ -206,10 +206,14 @@ class ModelCall(Base):
     # USD by the price table; None for a model the table has no price for.
     cost_usd: Mapped[float | None] = mapped_column(Float, default=None)
     # [name, hash] of every section of the request, in order (see harness/sections.py).
-    sections: Mapped[list[list[str]] | None] = mapped_column(JSON(none_as_null=True), default=None)
+    sections: Mapped[list[list[Any]] | None] = mapped_column(JSON(none_as_null=True), default=None)
     # The first section that differed from the conversation's previous request, if any.
     cache_break: Mapped[str | None] = mapped_column(String(300), default=None)
     cache_break_explained: Mapped[bool | None] = mapped_column(default=None)
+    # The prefix-cache meter (any model): the request's estimated tokens, and how many of them
+    # lead with what the conversation sent within the cache lifetime.
+    meter_prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    meter_prefix_tokens: Mapped[int] = mapped_column(Integer, default=0)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     error: Mapped[str | None] = mapped_column(Text, default=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
@@ -166,10 +167,11 @@ def tokens_used_since(session: Session, conversation_id: str, since: Any) -> int
 
 def previous_sections(
     session: Session, conversation_id: str, before: str
-) -> list[list[str]] | None:
-    """The section hashes of the conversation's latest request other than `before`."""
-    found = session.scalar(
-        select(ModelCall.sections)
+) -> tuple[list[list[Any]], datetime] | None:
+    """The section hashes of the conversation's latest request other than `before`, and when
+    it was sent."""
+    found = session.execute(
+        select(ModelCall.sections, ModelCall.started_at)
         .where(
             ModelCall.conversation_id == conversation_id,
             ModelCall.id != before,
@@ -177,22 +179,30 @@ def previous_sections(
         )
         .order_by(ModelCall.started_at.desc(), ModelCall.id.desc())
         .limit(1)
-    )
-    return list(found) if found is not None else None
+    ).first()
+    return (list(found[0]), found[1]) if found is not None and found[0] is not None else None
 
 
 def record_sections(
     session: Session,
     call_id: str,
-    sections: list[list[str]],
+    sections: list[list[Any]],
     cache_break: str | None,
     explained: bool | None,
+    meter: tuple[int, int] = (0, 0),
 ) -> None:
-    """Keep a request's section hashes, and where it broke the cached prefix."""
+    """Keep a request's section hashes, where it broke the cached prefix, and the meter's
+    (prompt tokens, shared prefix tokens)."""
     session.execute(
         update(ModelCall)
         .where(ModelCall.id == call_id)
-        .values(sections=sections, cache_break=cache_break, cache_break_explained=explained)
+        .values(
+            sections=sections,
+            cache_break=cache_break,
+            cache_break_explained=explained,
+            meter_prompt_tokens=meter[0],
+            meter_prefix_tokens=meter[1],
+        )
     )
 
 

@@ -26,6 +26,8 @@ class UsageTotals:
     output_tokens: int = 0
     cost_usd: float = 0.0
     unpriced_calls: int = 0  # calls of a model the price table has no price for
+    meter_prompt_tokens: int = 0  # the prefix-cache meter's estimates (any model)
+    meter_prefix_tokens: int = 0
 
     @property
     def cached_share(self) -> float:
@@ -33,12 +35,19 @@ class UsageTotals:
         total = self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
         return round(self.cache_read_tokens / total, 4) if total else 0.0
 
+    @property
+    def meter_share(self) -> float:
+        """The share of prompt tokens a prefix-caching provider could serve from its cache."""
+        total = self.meter_prompt_tokens
+        return round(self.meter_prefix_tokens / total, 4) if total else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         """The totals with the cached share, for JSON."""
         return {
             **asdict(self),
             "cost_usd": round(self.cost_usd, 6),
             "cached_share": self.cached_share,
+            "meter_cached_share": self.meter_share,
         }
 
 
@@ -51,13 +60,23 @@ def _sums() -> list[ColumnElement[Any]]:
         func.coalesce(func.sum(ModelCall.output_tokens), 0),
         func.coalesce(func.sum(ModelCall.cost_usd), 0.0),
         func.count(ModelCall.id) - func.count(ModelCall.cost_usd),
+        func.coalesce(func.sum(ModelCall.meter_prompt_tokens), 0),
+        func.coalesce(func.sum(ModelCall.meter_prefix_tokens), 0),
     ]
 
 
 def _totals(row: Any) -> UsageTotals:
-    calls, inp, read, write, out, cost, unpriced = row
+    calls, inp, read, write, out, cost, unpriced, metered, prefix = row
     return UsageTotals(
-        int(calls), int(inp), int(read), int(write), int(out), float(cost), int(unpriced)
+        int(calls),
+        int(inp),
+        int(read),
+        int(write),
+        int(out),
+        float(cost),
+        int(unpriced),
+        int(metered),
+        int(prefix),
     )
 
 
