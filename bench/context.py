@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nightowl.harness.pins import changes_since, effective_specs, pin_now  # noqa: E402
-from nightowl.harness.prompt import SYSTEM_PROMPT, assemble, tool_catalogue  # noqa: E402
+from nightowl.harness.pins import pin_now, pinned_request  # noqa: E402
+from nightowl.harness.prompt import SYSTEM_PROMPT, tool_catalogue  # noqa: E402
 from nightowl.harness.sections import (  # noqa: E402
     CHARS_PER_TOKEN,
     find_cache_break,
@@ -130,14 +130,8 @@ def run() -> dict[str, object]:
             Entry(kind="tool_result", text="Delivered.", call_id=call.id, tool_name="send_to_user"),
         ]
         for step in [*steps[::2], None]:  # a model call before each step, and a last one
-            notes = changes_since(pin, SYSTEM_PROMPT, summaries, specs)
-            request = assemble(
-                pin.summaries,
-                effective_specs(pin, specs),
-                history,
-                "\n".join([f"Current time: turn {turn}.", *notes]),
-                instructions=pin.instructions,
-            )
+            now = f"Current time: turn {turn}."
+            request = pinned_request(pin, SYSTEM_PROMPT, summaries, specs, history, now)
             sections: list[list[object]] = [list(s) for s in request_sections(request)]
             prompt_total += prompt_tokens(sections)
             if previous is not None:

@@ -3,11 +3,11 @@ the conversation keeps its pinned text and hears of the change in its newest mes
 
 from __future__ import annotations
 
-from nightowl.harness.pins import PromptPin, changes_since, effective_specs, pin_now
-from nightowl.harness.prompt import SYSTEM_PROMPT, assemble
+from nightowl.harness.pins import PromptPin, changes_since, pin_now, pinned_request
+from nightowl.harness.prompt import SYSTEM_PROMPT
 from nightowl.harness.sections import find_cache_break, request_sections
 from nightowl.harness.transcript import Entry
-from nightowl.models.base import ToolSpec
+from nightowl.models.base import ModelRequest, ToolSpec
 
 V1 = {
     "send_to_user": ToolSpec("send_to_user", "Tell the owner.", {"type": "object"}),
@@ -21,13 +21,12 @@ def _summaries(specs: dict[str, ToolSpec]) -> list[tuple[str, str]]:
     return [(name, spec.description) for name, spec in sorted(specs.items())]
 
 
-def _request(pin: PromptPin, specs: dict[str, ToolSpec], history: list[Entry], now: str) -> tuple:
-    notes = changes_since(pin, SYSTEM_PROMPT, _summaries(specs), specs)
-    note = "\n".join([f"Current time: {now}.", *notes])
-    request = assemble(
-        pin.summaries, effective_specs(pin, specs), history, note, instructions=pin.instructions
-    )
-    return request, notes
+def _request(
+    pin: PromptPin, specs: dict[str, ToolSpec], history: list[Entry], now: str
+) -> tuple[ModelRequest, list[str]]:
+    summaries = _summaries(specs)
+    request = pinned_request(pin, SYSTEM_PROMPT, summaries, specs, history, f"Current time: {now}.")
+    return request, changes_since(pin, SYSTEM_PROMPT, summaries, specs)
 
 
 def test_a_changed_tool_description_gives_a_note_not_a_new_prefix() -> None:

@@ -25,8 +25,8 @@ from nightowl.engine.preemption import RunningTurns
 from nightowl.harness.guard import GuardLimits, budget_stop, check_guard
 from nightowl.harness.interruption import interruption_record
 from nightowl.harness.outputs import is_large, preview
-from nightowl.harness.pins import PromptPin, changes_since, effective_specs, pin_now
-from nightowl.harness.prompt import SYSTEM_PROMPT, assemble
+from nightowl.harness.pins import PromptPin, pin_now, pinned_request
+from nightowl.harness.prompt import SYSTEM_PROMPT
 from nightowl.harness.sections import (
     CacheBreak,
     find_cache_break,
@@ -205,13 +205,8 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         now = utcnow().strftime("%Y-%m-%d %H:%M UTC")
         # The conversation keeps its pinned prompt (a cached prefix); what the server changed
         # since reaches it as notes in the newest message.
-        notes = changes_since(pin, SYSTEM_PROMPT, summaries, specs)
-        request = assemble(
-            pin.summaries,
-            effective_specs(pin, specs),
-            history,
-            "\n".join([f"Current time: {now}.", *notes]),
-            instructions=pin.instructions,
+        request = pinned_request(
+            pin, SYSTEM_PROMPT, summaries, specs, history, f"Current time: {now}."
         )
         try:
             reply = await model.complete(request)

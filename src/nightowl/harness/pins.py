@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.models.base import ToolSpec
+from nightowl.harness.prompt import assemble
+from nightowl.harness.transcript import Entry
+from nightowl.models.base import ModelRequest, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -77,3 +79,23 @@ def changes_since(
         f"The tool {name} is gone; do not call it." for name in pinned_names if name not in current
     ]
     return notes
+
+
+def pinned_request(
+    pin: PromptPin,
+    instructions: str,
+    summaries: Sequence[tuple[str, str]],
+    specs: dict[str, ToolSpec],
+    history: Sequence[Entry],
+    newest: str,
+) -> ModelRequest:
+    """The next request of a conversation: its pinned prompt, its history, and a newest note
+    (`newest`, the time) followed by what the server changed since the pin."""
+    notes = changes_since(pin, instructions, summaries, specs)
+    return assemble(
+        pin.summaries,
+        effective_specs(pin, specs),
+        history,
+        "\n".join([newest, *notes]),
+        instructions=pin.instructions,
+    )
