@@ -432,13 +432,16 @@ def test_the_page_shows_the_desktop_and_hands_control_over(desk: Desk) -> None:
             await page.click("#take")
             await page.wait_for_selector("#give:not([hidden])")
             assert desk.display().owner_control
-            for step in range(1, 6):
-                await page.mouse.move(box["x"] + box["width"] / 2 + step, box["y"] + 40)
+            nudges = iter(range(1, 10_000))
 
             async def moved() -> bool:
+                # Keep moving: x11vnc may take a few seconds to let input through after the
+                # switch, and moves before that are dropped.
+                step = next(nudges)
+                await page.mouse.move(box["x"] + box["width"] / 2 + step % 50, box["y"] + 40)
                 return "x:5 y:5" not in await pointer()
 
-            await wait_until(moved)
+            await wait_until(moved, timeout_s=25)
             await page.click("#give")
             await page.wait_for_selector("#take:not([hidden])")
             assert not desk.display().owner_control

@@ -123,10 +123,12 @@ class Sandbox:
             request["argv"] = list(command)
         conn = self._open(request, fds)
         reader, writer = await asyncio.open_unix_connection(sock=conn)
+        pid, ended = None, b""
         try:
             started = json.loads(await reader.readline() or b'{"error": "no answer"}')
             if "error" in started:
                 raise SandboxError(str(started["error"]))
+            pid = int(started["pid"])
             try:
                 ended = await asyncio.wait_for(reader.readline(), timeout_s)
             except TimeoutError:
@@ -138,8 +140,16 @@ class Sandbox:
                 raise SandboxError(str(answer.get("error", "the command ended without a status")))
             return ExecResult(int(answer["exit"]))
         finally:
-            # Closing our end is the signal: the supervisor kills what still runs.
+            # Closing our end is the signal: the supervisor kills what still runs. A command
+            # cut short (preempted, timed out) is also killed explicitly, and that is awaited,
+            # so the sandbox is never frozen before the kill is done.
             writer.close()
+            if pid is not None and not ended:
+                await asyncio.shield(self._kill_quietly(pid))
+
+    async def _kill_quietly(self, pid: int) -> None:
+        with contextlib.suppress(SandboxError, OSError, ValueError):
+            await self.call({"op": "kill", "pid": pid}, timeout_s=5)
 
     async def start_daemon(
         self,

@@ -23,6 +23,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 
 TYPE_CHECKING = False  # not typing's: importing typing costs the cold start ~2 ms
 if TYPE_CHECKING:
@@ -138,6 +139,12 @@ def _kill(request: dict[str, object]) -> dict[str, object]:
     process = daemons.pop(pid, None)
     if process is not None:
         process.wait()
+    for _ in range(200):  # answer once the whole group is gone (killed ones are reaped fast)
+        try:
+            os.killpg(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            break
+        time.sleep(0.005)
     return {"ok": True}
 
 
