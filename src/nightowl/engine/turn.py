@@ -12,27 +12,28 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from datetime import time as day_start
 from pathlib import Path
 from typing import Any
 
 from dbos import DBOS
 
 from nightowl.computer.computers import Computers
+from nightowl.engine.batches import take_turn_batch
 from nightowl.engine.durable import TurnWorkflow
+from nightowl.engine.model_calls import (
+    CallStart,
+    begin_model_call,
+    finish_with_reply,
+    report_cache_break,
+)
 from nightowl.engine.preemption import RunningTurns
-from nightowl.harness.guard import GuardLimits, budget_stop, check_guard
-from nightowl.harness.interruption import interruption_record
+from nightowl.harness.guard import GuardLimits
 from nightowl.harness.outputs import is_large, preview
-from nightowl.harness.pins import PromptPin, pin_now, pinned_request
+from nightowl.harness.pins import pinned_request
 from nightowl.harness.prompt import SYSTEM_PROMPT
 from nightowl.harness.sections import (
     CacheBreak,
-    find_cache_break,
-    prompt_tokens,
     request_sections,
-    shared_prefix_tokens,
 )
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.logs import log_context
@@ -40,7 +41,6 @@ from nightowl.metrics import Metrics
 from nightowl.models.base import Model, ModelConfigError, ModelReply, TransientModelError
 from nightowl.models.pricing import PriceTable
 from nightowl.store.blobs import put_text
-from nightowl.store.conversations import find_conversation
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import take_answer
@@ -48,28 +48,16 @@ from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
     finish_model_call,
     finish_tool_run,
-    load_transcript,
-    load_turn_entries,
-    previous_sections,
-    prompt_pin,
-    put_entries,
     put_entry,
-    record_sections,
-    start_model_call,
     start_tool_run,
 )
 from nightowl.store.turns import (
-    claim_batch,
-    cut_off_turns,
     finish_turn,
     get_turn,
-    mark_interrupted,
     mark_preempted,
-    note_routine,
     running_turn_ids,
     set_activity,
 )
-from nightowl.store.usage import spending_today
 from nightowl.tools.messaging import answer_for_agent
 from nightowl.tools.registry import ToolContext, ToolRegistry, ToolResult
 
@@ -123,44 +111,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
 
         def claim() -> dict[str, Any]:
             with database.write() as session:
-                turn = get_turn(session, turn_id)
-                conversation = find_conversation(session, turn.conversation_id)
-                for earlier in cut_off_turns(session, conversation.id, turn_id):
-                    entries = [Entry.from_dict(p) for p in load_turn_entries(session, earlier)]
-                    results, note = interruption_record(entries)
-                    for result in results:
-                        key = f"{earlier}:cut:{result.call_id}"
-                        put_entry(session, conversation.id, earlier, key, result.to_dict())
-                    notice = Entry(kind="notice", text=note, trust="agent")
-                    put_entry(
-                        session,
-                        conversation.id,
-                        turn_id,
-                        f"{turn_id}:after:{earlier}",
-                        notice.to_dict(),
-                    )
-                    mark_interrupted(session, earlier)
-                batch = claim_batch(session, turn_id)
-                if batch:
-                    set_activity(session, turn_id, "thinking")
-                taken = [
-                    (
-                        f"msg:{message.seq}",
-                        Entry(
-                            kind="notice" if message.role == "notice" else "user",
-                            text=message.body,
-                            trust=message.trust,
-                        ).to_dict(),
-                    )
-                    for message in batch
-                ]
-                put_entries(session, conversation.id, turn_id, taken)
-                note_routine(session, turn_id, [message.id for message in batch])
-                return {
-                    "conversation_id": conversation.id,
-                    "owner_id": conversation.owner_id,
-                    "seqs": [m.seq for m in batch],
-                }
+                return take_turn_batch(session, turn_id)
 
         metrics.steps.labels(kind="take_batch").inc()
         return await asyncio.to_thread(claim)
@@ -180,73 +131,52 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         model = deps.model
         metrics.steps.labels(kind="model").inc()
 
-        def prepare() -> tuple[str | None, str | None, list[Entry], str, PromptPin]:
+        def prepare() -> CallStart:
             with database.write() as session:
-                pin = prompt_pin(
-                    session, conversation_id, lambda: pin_now(SYSTEM_PROMPT, summaries, specs)
+                return begin_model_call(
+                    session,
+                    limits=deps.limits,
+                    turn_id=turn_id,
+                    conversation_id=conversation_id,
+                    step=step,
+                    calls_so_far=calls_so_far,
+                    model_name=model.name,
+                    summaries=summaries,
+                    specs=specs,
                 )
-                midnight = datetime.combine(utcnow().date(), day_start.min, tzinfo=utcnow().tzinfo)
-                over = budget_stop(deps.limits, spending_today(session, turn_id, midnight))
-                stop = over or check_guard(
-                    deps.limits, step, [ToolCall.from_dict(c) for c in calls_so_far]
-                )
-                history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
-                record = ""
-                if not stop:
-                    record = start_model_call(session, conversation_id, turn_id, step, model.name)
-                    set_activity(session, turn_id, "thinking")
-                # A budget speaks once a day, however many turns it stops.
-                once = f"budget:{midnight.date().isoformat()}" if over else None
-                return stop, once, history, record, pin
 
-        stop, once, history, record, pin = await asyncio.to_thread(prepare)
-        if stop:
-            return {"stop": stop, "once": once}
+        start = await asyncio.to_thread(prepare)
+        if start.stop:
+            return {"stop": start.stop, "once": start.once}
         now = utcnow().strftime("%Y-%m-%d %H:%M UTC")
         # The conversation keeps its pinned prompt (a cached prefix); what the server changed
         # since reaches it as notes in the newest message.
         request = pinned_request(
-            pin, SYSTEM_PROMPT, summaries, specs, history, f"Current time: {now}."
+            start.pin, SYSTEM_PROMPT, summaries, specs, start.history, f"Current time: {now}."
         )
         try:
             reply = await model.complete(request)
         except Exception as error:
-            await asyncio.to_thread(_finish_call, database, record, {}, repr(error))
+            await asyncio.to_thread(_finish_call, database, start.record, {}, repr(error))
             raise
-
         sections: list[list[Any]] = [list(s) for s in request_sections(request)]
 
         def save() -> CacheBreak | None:
             with database.write() as session:
-                found = previous_sections(session, conversation_id, record)
-                broke = find_cache_break(found[0], sections) if found else None
-                # The meter counts a prefix as cached only within the provider's lifetime.
-                warm = found and (utcnow() - found[1]).total_seconds() <= deps.cache_lifetime_s
-                shared = shared_prefix_tokens(found[0], sections) if found and warm else 0
-                record_sections(
+                return finish_with_reply(
                     session,
-                    record,
-                    sections,
-                    f"{broke.section}: {broke.reason}" if broke else None,
-                    broke.explained if broke else None,
-                    (prompt_tokens(sections), shared),
+                    turn_id=turn_id,
+                    conversation_id=conversation_id,
+                    step=step,
+                    record=start.record,
+                    model_name=model.name,
+                    reply=reply,
+                    sections=sections,
+                    prices=deps.prices,
+                    cache_lifetime_s=deps.cache_lifetime_s,
                 )
-                entry = Entry(kind="assistant", text=reply.text, tool_calls=reply.tool_calls)
-                put_entry(
-                    session, conversation_id, turn_id, f"{turn_id}:model:{step}", entry.to_dict()
-                )
-                cost = deps.prices.cost(model.name, reply.usage)
-                finish_model_call(session, record, reply.usage.to_dict(), cost_usd=cost)
-                return broke
 
-        broke = await asyncio.to_thread(save)
-        if broke is not None:
-            metrics.cache_breaks.labels(explained=str(broke.explained).lower()).inc()
-            if not broke.explained:
-                log.warning(
-                    "cache break: the request did not repeat the previous one's prefix",
-                    extra={"section": broke.section, "reason": broke.reason},
-                )
+        report_cache_break(metrics, await asyncio.to_thread(save))
         return {"reply": reply.to_dict()}
 
     @DBOS.step(name="nightowl.run_tool")

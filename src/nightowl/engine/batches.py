@@ -1,0 +1,63 @@
+"""What a turn does first, in one transaction: record what the turns it cut off had finished
+and what was cut, take every waiting message as its batch, and remember a routine's firing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from nightowl.harness.interruption import interruption_record
+from nightowl.harness.transcript import Entry
+from nightowl.store.conversations import find_conversation
+from nightowl.store.transcript import load_turn_entries, put_entries, put_entry
+from nightowl.store.turns import (
+    claim_batch,
+    cut_off_turns,
+    get_turn,
+    mark_interrupted,
+    note_routine,
+    set_activity,
+)
+
+
+def take_turn_batch(session: Session, turn_id: str) -> dict[str, Any]:
+    """The turn's batch: its conversation, owner and the seqs of the messages it took."""
+    turn = get_turn(session, turn_id)
+    conversation = find_conversation(session, turn.conversation_id)
+    for earlier in cut_off_turns(session, conversation.id, turn_id):
+        entries = [Entry.from_dict(p) for p in load_turn_entries(session, earlier)]
+        results, note = interruption_record(entries)
+        for result in results:
+            key = f"{earlier}:cut:{result.call_id}"
+            put_entry(session, conversation.id, earlier, key, result.to_dict())
+        notice = Entry(kind="notice", text=note, trust="agent")
+        put_entry(
+            session,
+            conversation.id,
+            turn_id,
+            f"{turn_id}:after:{earlier}",
+            notice.to_dict(),
+        )
+        mark_interrupted(session, earlier)
+    batch = claim_batch(session, turn_id)
+    if batch:
+        set_activity(session, turn_id, "thinking")
+    taken = [
+        (
+            f"msg:{message.seq}",
+            Entry(
+                kind="notice" if message.role == "notice" else "user",
+                text=message.body,
+                trust=message.trust,
+            ).to_dict(),
+        )
+        for message in batch
+    ]
+    put_entries(session, conversation.id, turn_id, taken)
+    note_routine(session, turn_id, [message.id for message in batch])
+    return {
+        "conversation_id": conversation.id,
+        "owner_id": conversation.owner_id,
+        "seqs": [m.seq for m in batch],
+    }
