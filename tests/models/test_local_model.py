@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from nightowl.models.weights import weights_path
@@ -14,26 +16,29 @@ from tests.server import ServerProcess, wait_for
 pytestmark = pytest.mark.slow
 
 
+def _ask(client: httpx.Client, url: str, text: str) -> tuple[str, list[dict[str, Any]]]:
+    """A new conversation with one owner message, once its turn is done: its id, its messages."""
+    conversation = client.post("/v1/conversations", json={}).json()["id"]
+    path = f"/v1/conversations/{conversation}/messages"
+    client.post(path, json={"client_id": "q", "text": text})
+    wait_for(
+        lambda: (
+            rows(url, "SELECT status FROM turns WHERE conversation_id = :c", c=conversation)
+            == [("done",)]
+        ),
+        timeout=600,
+        interval=1,
+    )
+    return conversation, list(client.get(path).json()["messages"])
+
+
 def test_local_model_answers_through_send_to_user(tmp_path: Path) -> None:
     assert weights_path().is_file(), "make test installs the weights (nightowl models install)"
     server = ServerProcess(tmp_path / "data", model="local").start()
     url = f"sqlite:///{tmp_path / 'data' / 'nightowl.db'}"
     try:
         with server.client() as client:
-            conversation = client.post("/v1/conversations", json={}).json()["id"]
-            client.post(
-                f"/v1/conversations/{conversation}/messages",
-                json={"client_id": "q", "text": "What is the capital of France? Tell me."},
-            )
-            wait_for(
-                lambda: (
-                    rows(url, "SELECT status FROM turns WHERE conversation_id = :c", c=conversation)
-                    == [("done",)]
-                ),
-                timeout=600,
-                interval=1,
-            )
-            messages = client.get(f"/v1/conversations/{conversation}/messages").json()["messages"]
+            conversation, messages = _ask(client, url, "What is the capital of France? Tell me.")
         replies = [m["body"] for m in messages if m["role"] == "agent"]
         assert replies, f"the local model sent nothing; transcript: {messages}"
         assert "paris" in " ".join(replies).lower()
@@ -63,24 +68,12 @@ def test_local_model_uses_its_computer(tmp_path: Path) -> None:
             home = tmp_path / "data" / "homes" / owner
             home.mkdir(parents=True)
             (home / "token.txt").write_text(f"{token}\n")
-            conversation = client.post("/v1/conversations", json={}).json()["id"]
-            client.post(
-                f"/v1/conversations/{conversation}/messages",
-                json={
-                    "client_id": "q",
-                    "text": "Use the shell tool to run `cat token.txt` on your computer, "
-                    "then send me exactly what it printed.",
-                },
+            conversation, messages = _ask(
+                client,
+                url,
+                "Use the shell tool to run `cat token.txt` on your computer, "
+                "then send me exactly what it printed.",
             )
-            wait_for(
-                lambda: (
-                    rows(url, "SELECT status FROM turns WHERE conversation_id = :c", c=conversation)
-                    == [("done",)]
-                ),
-                timeout=600,
-                interval=1,
-            )
-            messages = client.get(f"/v1/conversations/{conversation}/messages").json()["messages"]
         ran = rows(
             url,
             "SELECT tool FROM tool_runs WHERE conversation_id = :c AND tool = 'shell'",

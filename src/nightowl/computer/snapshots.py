@@ -74,11 +74,8 @@ def archive(
 
     Only what `restore` accepts goes in (the same check, member by member): a FIFO, a socket
     or a link out of the sandbox's world is left out, so a snapshot always restores.
-    Raises HomeTooLarge (writing nothing) when the home's files add up to more than
-    `max_bytes`."""
-    apparent = sum(p.lstat().st_size for p in _walk(home) if p.is_file() and not p.is_symlink())
-    if apparent > max_bytes:
-        raise HomeTooLarge(f"the home holds {apparent:,} bytes; snapshots stop at {max_bytes:,}")
+    Raises HomeTooLarge (leaving nothing behind) when the home's files add up to more than
+    `max_bytes` in apparent size (a sparse file counts in full)."""
     blob_dir.mkdir(parents=True, exist_ok=True)
     partial = blob_dir / f"snapshot.{os.getpid()}.{id(home)}.partial"
     try:
@@ -88,6 +85,7 @@ def archive(
             packed = compressor.stream_writer(hashing, closefd=False)  # type: ignore[arg-type]
             with packed, tarfile.open(fileobj=packed, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                 links: set[str] = set()
+                apparent = 0
                 for path in _walk(home):
                     member = tar.gettarinfo(path, arcname=path.relative_to(home).as_posix())
                     try:
@@ -97,6 +95,12 @@ def archive(
                     except SnapshotRejected:
                         continue  # restore would refuse it: leave it out, keep the rest
                     if member.isfile():
+                        apparent += member.size  # checked before the file is read
+                        if apparent > max_bytes:
+                            raise HomeTooLarge(
+                                f"the home holds {apparent:,} bytes or more; "
+                                f"snapshots stop at {max_bytes:,}"
+                            )
                         with open(path, "rb") as file:
                             tar.addfile(member, file)
                     else:

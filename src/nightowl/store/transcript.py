@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.harness.pins import PromptPin
@@ -145,24 +145,6 @@ def finish_tool_run(session: Session, run_id: str, is_error: bool) -> None:
     session.execute(
         update(ToolRun).where(ToolRun.id == run_id).values(finished_at=utcnow(), is_error=is_error)
     )
-
-
-def tokens_used_since(session: Session, conversation_id: str, since: Any) -> int:
-    """Input plus output tokens the conversation's model calls used since `since`."""
-    total = session.scalar(
-        select(
-            func.coalesce(
-                func.sum(
-                    ModelCall.input_tokens
-                    + ModelCall.cache_read_tokens
-                    + ModelCall.cache_write_tokens
-                    + ModelCall.output_tokens
-                ),
-                0,
-            )
-        ).where(ModelCall.conversation_id == conversation_id, ModelCall.started_at >= since)
-    )
-    return int(total or 0)
 
 
 def previous_sections(

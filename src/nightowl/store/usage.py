@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 
 from nightowl.harness.guard import Spending
 from nightowl.store.tables import Conversation, ModelCall, Routine, Turn
-from nightowl.store.transcript import tokens_used_since
 
 
 @dataclass(frozen=True)
@@ -147,9 +146,25 @@ def spending_today(session: Session, turn_id: str, midnight: datetime) -> Spendi
         routine_usd = spent_since(session, midnight, routine_id=turn.routine_id)
         routine = session.get(Routine, turn.routine_id)
         routine_name = routine.name if routine is not None else turn.routine_id
+    # The conversation's tokens and dollars in one pass over today's calls (every model call
+    # checks them).
+    tokens, dollars = session.execute(
+        select(
+            func.coalesce(
+                func.sum(
+                    ModelCall.input_tokens
+                    + ModelCall.cache_read_tokens
+                    + ModelCall.cache_write_tokens
+                    + ModelCall.output_tokens
+                ),
+                0,
+            ),
+            func.coalesce(func.sum(ModelCall.cost_usd), 0.0),
+        ).where(ModelCall.conversation_id == turn.conversation_id, ModelCall.started_at >= midnight)
+    ).one()
     return Spending(
-        tokens=tokens_used_since(session, turn.conversation_id, midnight),
-        conversation_usd=spent_since(session, midnight, conversation_id=turn.conversation_id),
+        tokens=int(tokens or 0),
+        conversation_usd=float(dollars or 0.0),
         routine_usd=routine_usd,
         routine_name=routine_name,
     )
