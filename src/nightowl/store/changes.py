@@ -31,7 +31,8 @@ class Change:
     conversation_id: str
     owner_id: str
     seq: int
-    kind: str = "message"  # message | notify (an important message) | activity
+    # message | notify (an important message) | activity | read (the owner read up to seq)
+    kind: str = "message"
 
 
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")

@@ -278,11 +278,17 @@ def mark_read(session: Session, conversation_id: str, user_id: str, seq: int) ->
     """The owner has read up to `seq` (on some device); the read position never moves back."""
     conversation = get_conversation(session, conversation_id, user_id)
     seq = min(seq, conversation.last_seq)
-    session.execute(
+    moved = session.execute(
         update(Conversation)
         .where(Conversation.id == conversation_id, Conversation.read_seq < seq)
         .values(read_seq=seq)
     )
+    if getattr(moved, "rowcount", 0):
+        # The owner's other devices clear their unread markers on this (no message content).
+        record_change(
+            session,
+            Change(conversation_id=conversation_id, owner_id=user_id, seq=seq, kind="read"),
+        )
     return max(seq, conversation.read_seq)
 
 
