@@ -126,9 +126,12 @@ def wait_for(predicate: Any, timeout: float = 30, interval: float = 0.05) -> Any
     raise AssertionError(f"condition not met within {timeout}s")
 
 
-def write_script(path: Path, replies: list[dict[str, Any]], then: str = "silent") -> str:
-    """Write a scripted-model file and return the NIGHTOWL_MODEL value for it."""
-    path.write_text(json.dumps({"replies": replies, "then": then}))
+def write_script(
+    path: Path, replies: list[dict[str, Any]], then: str = "silent", summary: str = ""
+) -> str:
+    """Write a scripted-model file and return the NIGHTOWL_MODEL value for it (`summary`
+    answers compaction requests)."""
+    path.write_text(json.dumps({"replies": replies, "then": then, "summary": summary}))
     return f"scripted:{path}"
 
 

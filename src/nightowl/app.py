@@ -28,12 +28,14 @@ from nightowl.computer.browser import Browsers, close_idle_browsers_forever
 from nightowl.computer.computers import Computers, ComputerSettings, sleep_idle_forever
 from nightowl.computer.desktop import Desktops
 from nightowl.config import Settings
+from nightowl.engine.compaction import CompactionSettings, build_compaction_workflow
 from nightowl.engine.durable import DurableEngine
 from nightowl.engine.heartbeat import Heartbeat
 from nightowl.engine.retention import RetentionSweep
 from nightowl.engine.routines import RoutineSchedules
 from nightowl.engine.timers import build_timer_workflow
 from nightowl.engine.turn import TurnDeps, build_turn_workflow
+from nightowl.engine.warming import CacheWarmer
 from nightowl.harness.guard import GuardLimits
 from nightowl.metrics import Metrics
 from nightowl.models.pricing import PriceTable
@@ -108,9 +110,37 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         answer_wait_s=settings.answer_wait_s,
         max_attachment_bytes=settings.max_attachment_bytes,
         computers=computers,
+        compaction=CompactionSettings(
+            at_tokens=settings.compact_at_tokens,
+            idle_s=settings.compact_idle_s,
+            keep_messages=settings.compact_keep_messages,
+        ),
+        schedule_compaction=engine.schedule_compaction,
     )
     engine.register_turn(build_turn_workflow(deps))
+    if deps.model is not None:
+        engine.register_compaction(
+            build_compaction_workflow(
+                database,
+                deps.model,
+                metrics,
+                tools.summaries(),
+                tools.specs(),
+                tools.groups(),
+                deps.compaction,
+                deps.prices,
+                settings.cache_lifetime_s,
+            )
+        )
     engine.launch()
+    app.state.warmer = CacheWarmer(
+        database,
+        deps.model,
+        tools.summaries(),
+        tools.specs(),
+        deps.prices,
+        settings.cache_lifetime_s,
+    )
     app.state.settings = settings
     app.state.database = database
     app.state.metrics = metrics

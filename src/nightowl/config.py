@@ -67,6 +67,17 @@ class Settings(BaseSettings):
     cache_lifetime_s: float = Field(
         default=300.0, gt=0, description="How long a provider keeps a prompt prefix cached."
     )
+    compact_at_tokens: int = Field(
+        default=100_000,
+        ge=1000,
+        description="A turn ending with a prompt this large plans a compaction.",
+    )
+    compact_idle_s: float = Field(
+        default=600.0, ge=0, description="How long a conversation must stay quiet to be compacted."
+    )
+    compact_keep_messages: int = Field(
+        default=6, ge=0, description="User-facing messages that survive a compaction word for word."
+    )
     prices: dict[str, dict[str, float]] = Field(
         default_factory=dict,
         description='Price overrides, USD per million tokens: {"<model prefix>": {"input": 3, '

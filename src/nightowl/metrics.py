@@ -28,6 +28,12 @@ class Metrics:
             ["explained"],
             registry=self.registry,
         )
+        self.compactions = Counter(
+            "nightowl_compactions",
+            "Compaction runs, by outcome (compacted, woke, wake due, empty summary, failed)",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.turn_seconds = Histogram(
             "nightowl_turn_seconds", "Wall time of a turn", registry=self.registry
         )

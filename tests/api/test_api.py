@@ -124,6 +124,7 @@ def test_another_users_conversation_answers_404(server: ServerProcess) -> None:
             f"/v1/conversations/{conversation}/messages", json={"client_id": "q", "text": "x"}
         )
         assert sent.status_code == 404
+        assert other.post(f"/v1/conversations/{conversation}/typing").status_code == 404
         assert conversation not in [c["id"] for c in other.get("/v1/conversations").json()]
 
 

@@ -63,3 +63,20 @@ def test_a_changed_tool_description_gives_a_note_not_a_new_prefix() -> None:
 
     changed = changes_since(pin, SYSTEM_PROMPT + " Be brief.", _summaries(V1), V1)
     assert changed == ["nightowl's instructions were updated; they apply after compaction."]
+
+
+def test_connector_groups_are_pinned_and_changes_reach_the_newest_note() -> None:
+    groups = [("crm", "The CRM.")]
+    pin = pin_now(SYSTEM_PROMPT, _summaries(V1), V1, groups)
+    assert PromptPin.from_dict(pin.to_dict()) == pin
+    history = [Entry(kind="user", text="hello", trust="owner")]
+    same = pinned_request(pin, SYSTEM_PROMPT, _summaries(V1), V1, history, "t", groups)
+    changed = [("crm", "The CRM, with deals."), ("mail", "Mail.")]
+    after = pinned_request(pin, SYSTEM_PROMPT, _summaries(V1), V1, history, "t", changed)
+    assert same.system == after.system
+    assert "Connector crm_* is new or updated: The CRM, with deals." in after.messages[-1].text
+    assert "Connector mail_* is new or updated: Mail." in after.messages[-1].text
+    assert "Connector" not in same.messages[-1].text
+    # A pin stored before groups existed reads back without them.
+    old = {k: v for k, v in pin.to_dict().items() if k != "groups"}
+    assert PromptPin.from_dict(old).groups == ()

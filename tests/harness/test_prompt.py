@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from nightowl.harness.prompt import assemble, loaded_tool_names
+import pytest
+
+from nightowl.harness.prompt import assemble, loaded_tool_names, tool_catalogue
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.models.base import ToolSpec
+from nightowl.tools.registry import ToolRegistry
 
 SUMMARIES = [("load_tools", "load tools"), ("send_to_user", "speak"), ("wait", "pause")]
 SPECS = {name: ToolSpec(name, summary, {"type": "object"}) for name, summary in SUMMARIES}
@@ -33,3 +36,31 @@ def test_consecutive_requests_share_everything_but_the_newest_note() -> None:
     assert first.system == second.system
     assert first.messages[:-1] == second.messages[: len(first.messages) - 1]
     assert second.messages[-1].kind == "notice" and "10:01" in second.messages[-1].text
+
+
+def test_a_connectors_tools_share_one_catalogue_line() -> None:
+    summaries = [
+        ("calendar_create", "Create an event."),
+        ("calendar_list", "List events."),
+        ("calendarist", "Not in the group (no underscore after the group's name)."),
+        ("send_to_user", "speak"),
+    ]
+    catalogue = tool_catalogue(summaries, [("calendar", "Google Calendar events.")])
+    assert catalogue.splitlines() == [
+        "Tools:",
+        "- calendarist: Not in the group (no underscore after the group's name).",
+        "- send_to_user: speak",
+        "- calendar_*: Google Calendar events. Tools: create, list.",
+    ]
+    # A group with no tools is not listed; without groups every tool has its line.
+    assert "mail_*" not in tool_catalogue(summaries, [("mail", "Mail.")])
+    assert "- calendar_list: List events." in tool_catalogue(summaries)
+
+
+def test_the_registry_validates_groups() -> None:
+    registry = ToolRegistry()
+    registry.add_group("crm", "The CRM.")
+    assert registry.groups() == [("crm", "The CRM.")]
+    for bad in ("two words", "with_underscore", ""):
+        with pytest.raises(ValueError, match="must be a word"):
+            registry.add_group(bad, "x")

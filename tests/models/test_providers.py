@@ -49,7 +49,10 @@ def test_anthropic_places_cache_breakpoints_and_reads_cache_usage() -> None:
     messages = sent["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert messages[0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
-    assert messages[-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    # The growing history is cached up to its last entry, not through the newest note (the
+    # next request replaces that note, so a breakpoint after it would never be read).
+    assert messages[-1]["content"][-2]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in messages[-1]["content"][-1]
     # Tool result, untrusted text and the time note share the last user message, in order.
     kinds = [block["type"] for block in messages[-1]["content"]]
     assert kinds == ["tool_result", "text", "text"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Annotated
 
@@ -18,6 +19,7 @@ from nightowl.api.schemas import (
     NewConversation,
     NewMessage,
     ReadPosition,
+    TypingOut,
 )
 from nightowl.engine.durable import DurableEngine
 from nightowl.router.priority import Priority
@@ -91,6 +93,23 @@ def read_up_to(
         mark_read(session, conversation_id, user.id, body.seq)
     with database.read() as session:
         return _described(session, [get_conversation(session, conversation_id, user.id)])[0]
+
+
+@routes.post("/{conversation_id}/typing", status_code=202)
+async def owner_typing(conversation_id: str, user: CurrentUser, request: Request) -> TypingOut:
+    """The owner is typing: warm the provider's cache for this conversation, at most once per
+    cache lifetime (`warming` says whether this request started it)."""
+    warmer = request.app.state.warmer
+
+    def claim() -> bool:
+        with database_of(request).read() as session:
+            get_conversation(session, conversation_id, user.id)  # 404 unless it is theirs
+        return bool(warmer.claim(conversation_id))
+
+    warming = await asyncio.to_thread(claim)
+    if warming:
+        warmer.start(conversation_id)
+    return TypingOut(warming=warming)
 
 
 @routes.post("/{conversation_id}/messages", status_code=201)

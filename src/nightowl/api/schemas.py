@@ -78,6 +78,15 @@ class ReadPosition(BaseModel):
     seq: int = Field(ge=0)
 
 
+class TypingOut(BaseModel):
+    """Answer of `POST /v1/conversations/{id}/typing`."""
+
+    warming: bool = Field(
+        description="True when this request started warming the provider cache; false when it "
+        "is warm already (within the cache lifetime) or nothing was sent yet."
+    )
+
+
 class NewAnswer(BaseModel):
     """Body of `POST .../messages/{id}/answer`: a button's `value`, or a draft's `action`."""
 

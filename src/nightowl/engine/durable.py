@@ -20,6 +20,7 @@ from nightowl.store.turns import TurnInfo
 log = logging.getLogger(__name__)
 
 CONVERSATION_QUEUE = "nightowl-conversations"
+COMPACTION_QUEUE = "nightowl-compactions"
 TurnWorkflow = Callable[[str], Coroutine[Any, Any, str]]
 
 
@@ -67,6 +68,8 @@ class DurableEngine:
         self._turn: TurnWorkflow | None = None
         self._timer: TimerWorkflow | None = None
         self._timer_queue: Any = None
+        self._compaction: Callable[[str, str], Coroutine[Any, Any, str]] | None = None
+        self._compaction_queue: Any = None
         self._waker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wake")
         self.running = RunningTurns()
         DBOS.destroy(destroy_registry=True)  # a clean registry for this process's workflows
@@ -79,6 +82,23 @@ class DurableEngine:
     def register_timer(self, timer: TimerWorkflow) -> None:
         """The workflow a due timer runs (registered before launch)."""
         self._timer = timer
+
+    def register_compaction(
+        self, compaction: Callable[[str, str], Coroutine[Any, Any, str]]
+    ) -> None:
+        """The workflow that compacts a conversation (registered before launch)."""
+        self._compaction = compaction
+
+    async def schedule_compaction(
+        self, conversation_id: str, after_turn: str, delay_s: float
+    ) -> None:
+        """Compact the conversation after `delay_s` of quiet; durable, one per turn."""
+        if self._compaction is None or self._compaction_queue is None:
+            return  # this server runs without a model: nothing to summarise with
+        with SetWorkflowID(f"compact-{after_turn}"), SetEnqueueOptions(delay_seconds=delay_s):
+            await self._compaction_queue.enqueue_async(
+                self._compaction, conversation_id, after_turn
+            )
 
     async def schedule_timer(
         self, timer_id: str, conversation_id: str, seconds: float, note: str
@@ -100,6 +120,10 @@ class DurableEngine:
         self._fast = True
         self._last_activity = time.monotonic()
         self._timer_queue = DBOS.register_queue(TIMER_QUEUE, polling_interval_sec=1.0)
+        # One summary at a time: compaction is background work.
+        self._compaction_queue = DBOS.register_queue(
+            COMPACTION_QUEUE, concurrency=1, polling_interval_sec=1.0
+        )
 
     def wake(self, turn: TurnInfo, delay_s: float = 0.0) -> None:
         """Enqueue the turn's workflow soon, off the caller's path.

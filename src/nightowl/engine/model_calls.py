@@ -25,6 +25,7 @@ from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.metrics import Metrics
 from nightowl.models.base import ModelReply, ToolSpec
 from nightowl.models.pricing import PriceTable
+from nightowl.store.compactions import latest_compaction
 from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
     finish_model_call,
@@ -63,10 +64,13 @@ def begin_model_call(
     model_name: str,
     summaries: list[tuple[str, str]],
     specs: dict[str, ToolSpec],
+    groups: list[tuple[str, str]],
 ) -> CallStart:
     """Pin the prompt (once per conversation), check budgets and the guard, load the history
     and record the call as started."""
-    pin = prompt_pin(session, conversation_id, lambda: pin_now(SYSTEM_PROMPT, summaries, specs))
+    pin = prompt_pin(
+        session, conversation_id, lambda: pin_now(SYSTEM_PROMPT, summaries, specs, groups)
+    )
     midnight = datetime.combine(utcnow().date(), day_start.min, tzinfo=utcnow().tzinfo)
     over = budget_stop(limits, spending_today(session, turn_id, midnight))
     stop = over or check_guard(limits, step, [ToolCall.from_dict(c) for c in calls_so_far])
@@ -93,10 +97,41 @@ def finish_with_reply(
     prices: PriceTable,
     cache_lifetime_s: float,
 ) -> CacheBreak | None:
-    """Store the reply, its usage and cost, the request's sections, where it broke the cached
+    """Store the reply in the transcript and the call's outcome (`record_outcome`)."""
+    entry = Entry(kind="assistant", text=reply.text, tool_calls=reply.tool_calls)
+    put_entry(session, conversation_id, turn_id, f"{turn_id}:model:{step}", entry.to_dict())
+    return record_outcome(
+        session,
+        conversation_id=conversation_id,
+        record=record,
+        model_name=model_name,
+        reply=reply,
+        sections=sections,
+        prices=prices,
+        cache_lifetime_s=cache_lifetime_s,
+    )
+
+
+def record_outcome(
+    session: Session,
+    *,
+    conversation_id: str,
+    record: str,
+    model_name: str,
+    reply: ModelReply,
+    sections: list[list[Any]],
+    prices: PriceTable,
+    cache_lifetime_s: float,
+) -> CacheBreak | None:
+    """Store a call's usage and cost, its request's sections, where it broke the cached
     prefix (if it did) and the prefix-cache meter; the break."""
     found = previous_sections(session, conversation_id, record)
     broke = find_cache_break(found[0], sections) if found else None
+    if broke is not None and found is not None:
+        compaction = latest_compaction(session, conversation_id)
+        if compaction is not None and compaction.created_at >= found[1]:
+            # A compaction rewrites the prefix on purpose (summary, re-pinned prompt).
+            broke = CacheBreak(broke.section, "the conversation was compacted", True)
     # The meter counts a prefix as cached only within the provider's cache lifetime.
     warm = found is not None and (utcnow() - found[1]).total_seconds() <= cache_lifetime_s
     shared = shared_prefix_tokens(found[0], sections) if found is not None and warm else 0
@@ -108,8 +143,6 @@ def finish_with_reply(
         broke.explained if broke else None,
         (prompt_tokens(sections), shared),
     )
-    entry = Entry(kind="assistant", text=reply.text, tool_calls=reply.tool_calls)
-    put_entry(session, conversation_id, turn_id, f"{turn_id}:model:{step}", entry.to_dict())
     cost = prices.cost(model_name, reply.usage)
     finish_model_call(session, record, reply.usage.to_dict(), cost_usd=cost)
     return broke

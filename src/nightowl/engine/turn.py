@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from dbos import DBOS
 
 from nightowl.computer.computers import Computers
 from nightowl.engine.batches import take_turn_batch
+from nightowl.engine.compaction import CompactionSettings, plan_compaction
 from nightowl.engine.durable import TurnWorkflow
 from nightowl.engine.model_calls import (
     CallStart,
@@ -41,6 +43,7 @@ from nightowl.metrics import Metrics
 from nightowl.models.base import Model, ModelConfigError, ModelReply, TransientModelError
 from nightowl.models.pricing import PriceTable
 from nightowl.store.blobs import put_text
+from nightowl.store.compactions import record_timer
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import take_answer
@@ -82,6 +85,9 @@ class TurnDeps:
     computers: Computers | None = None
     prices: PriceTable = field(default_factory=PriceTable)
     cache_lifetime_s: float = 300.0  # how long a provider keeps a prefix cached
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    # Enqueue a conversation's compaction after a delay (None: never compact).
+    schedule_compaction: Callable[[str, str, float], Awaitable[None]] | None = None
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -91,7 +97,8 @@ def _is_transient(error: BaseException) -> bool:
 def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
     """Register the turn workflow and its steps with DBOS and return the workflow."""
     database, metrics, running = deps.database, deps.metrics, deps.running
-    specs = {name: deps.tools.get(name).spec() for name in deps.tools.names()}  # type: ignore[union-attr]
+    specs = deps.tools.specs()
+    groups = deps.tools.groups()
     summaries = deps.tools.summaries()
 
     @DBOS.step(name="nightowl.take_batch")
@@ -143,6 +150,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     model_name=model.name,
                     summaries=summaries,
                     specs=specs,
+                    groups=groups,
                 )
 
         start = await asyncio.to_thread(prepare)
@@ -152,7 +160,13 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         # The conversation keeps its pinned prompt (a cached prefix); what the server changed
         # since reaches it as notes in the newest message.
         request = pinned_request(
-            start.pin, SYSTEM_PROMPT, summaries, specs, start.history, f"Current time: {now}."
+            start.pin,
+            SYSTEM_PROMPT,
+            summaries,
+            specs,
+            start.history,
+            f"Current time: {now}.",
+            groups,
         )
         try:
             reply = await model.complete(request)
@@ -243,6 +257,15 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     key = f"{turn_id}:tool:{slot}"
                     put_entry(session, conversation_id, turn_id, key, entry.to_dict())
                 finish_tool_run(session, run_id, result.is_error)
+                timer = result.meta.get("timer")
+                if timer:  # remembered so the server knows what will wake the conversation
+                    record_timer(
+                        session,
+                        f"timer-{turn_id}-{timer['call_id']}",
+                        conversation_id,
+                        utcnow() + timedelta(seconds=float(timer["seconds"])),
+                        str(timer["note"]),
+                    )
 
         await asyncio.to_thread(save)
         return {
@@ -292,6 +315,12 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 )
 
         await asyncio.to_thread(deliver)
+
+    @DBOS.step(name="nightowl.plan_compaction")
+    async def compaction_due(conversation_id: str, turn_id: str) -> bool:
+        return await asyncio.to_thread(
+            plan_compaction, database, deps.compaction, conversation_id, turn_id
+        )
 
     @DBOS.step(name="nightowl.finish_turn")
     async def record_finish(turn_id: str, status: str, error: str | None) -> None:
@@ -404,6 +433,11 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     )
             status = "failed" if outcome == "failed" else "done"
             await record_finish(turn_id, status, error or (None if status == "done" else outcome))
+            if deps.schedule_compaction is not None and await compaction_due(
+                conversation_id, turn_id
+            ):
+                # A durable delayed workflow: it compacts only if the conversation stays quiet.
+                await deps.schedule_compaction(conversation_id, turn_id, deps.compaction.idle_s)
             metrics.turns_finished.labels(outcome=outcome).inc()
             metrics.turn_seconds.observe(time.perf_counter() - started)
             log.info("turn finished", extra={"outcome": outcome})

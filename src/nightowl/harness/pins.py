@@ -24,6 +24,7 @@ class PromptPin:
     instructions: str
     summaries: tuple[tuple[str, str], ...]
     specs: dict[str, ToolSpec]
+    groups: tuple[tuple[str, str], ...] = ()  # connectors: (group, description)
 
     def to_dict(self) -> dict[str, Any]:
         """The pin as JSON-ready data."""
@@ -34,6 +35,7 @@ class PromptPin:
                 name: [spec.name, spec.description, spec.parameters]
                 for name, spec in self.specs.items()
             },
+            "groups": [list(pair) for pair in self.groups],
         }
 
     @classmethod
@@ -43,14 +45,18 @@ class PromptPin:
             instructions=str(data["instructions"]),
             summaries=tuple((str(a), str(b)) for a, b in data["summaries"]),
             specs={name: ToolSpec(s[0], s[1], s[2]) for name, s in data["specs"].items()},
+            groups=tuple((str(a), str(b)) for a, b in data.get("groups", ())),
         )
 
 
 def pin_now(
-    instructions: str, summaries: Sequence[tuple[str, str]], specs: dict[str, ToolSpec]
+    instructions: str,
+    summaries: Sequence[tuple[str, str]],
+    specs: dict[str, ToolSpec],
+    groups: Sequence[tuple[str, str]] = (),
 ) -> PromptPin:
     """Pin the prompt as the server would send it now."""
-    return PromptPin(instructions, tuple(summaries), dict(specs))
+    return PromptPin(instructions, tuple(summaries), dict(specs), tuple(groups))
 
 
 def effective_specs(pin: PromptPin, current: dict[str, ToolSpec]) -> dict[str, ToolSpec]:
@@ -63,9 +69,14 @@ def changes_since(
     instructions: str,
     summaries: Sequence[tuple[str, str]],
     specs: dict[str, ToolSpec],
+    groups: Sequence[tuple[str, str]] | None = None,
 ) -> list[str]:
     """Short notes of what the server changed since the pin (for the newest message)."""
     notes = []
+    pinned_groups = dict(pin.groups)
+    for group, description in groups if groups is not None else pin.groups:
+        if pinned_groups.get(group) != description:
+            notes.append(f"Connector {group}_* is new or updated: {description}")
     if instructions != pin.instructions:
         notes.append("nightowl's instructions were updated; they apply after compaction.")
     pinned_names = dict(pin.summaries)
@@ -88,14 +99,17 @@ def pinned_request(
     specs: dict[str, ToolSpec],
     history: Sequence[Entry],
     newest: str,
+    groups: Sequence[tuple[str, str]] | None = None,
 ) -> ModelRequest:
     """The next request of a conversation: its pinned prompt, its history, and a newest note
-    (`newest`, the time) followed by what the server changed since the pin."""
-    notes = changes_since(pin, instructions, summaries, specs)
+    (`newest`, the time) followed by what the server changed since the pin (`groups`: the
+    server's connector groups now; None when they cannot have changed)."""
+    notes = changes_since(pin, instructions, summaries, specs, groups)
     return assemble(
         pin.summaries,
         effective_specs(pin, specs),
         history,
         "\n".join([newest, *notes]),
         instructions=pin.instructions,
+        groups=pin.groups,
     )

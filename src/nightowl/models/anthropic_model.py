@@ -40,8 +40,12 @@ def _content(entry: Entry) -> tuple[str, list[dict[str, Any]]]:
 
 
 def to_messages(entries: tuple[Entry, ...]) -> list[dict[str, Any]]:
-    """Entries as Anthropic messages (roles alternate) with cache breakpoints placed."""
+    """Entries as Anthropic messages (roles alternate) with cache breakpoints placed: after the
+    first message (the stable prefix) and after the last history entry before the newest note,
+    which is exactly where the next request stops repeating this one."""
     messages: list[dict[str, Any]] = []
+    ends: list[tuple[int, int]] = []  # (message, block) where each sent entry's blocks end
+    last_kind = ""
     for entry in entries:
         role, blocks = _content(entry)
         if not blocks:
@@ -50,9 +54,14 @@ def to_messages(entries: tuple[Entry, ...]) -> list[dict[str, Any]]:
             messages[-1]["content"].extend(blocks)
         else:
             messages.append({"role": role, "content": list(blocks)})
-    if messages:
-        messages[0]["content"][-1] = {**messages[0]["content"][-1], "cache_control": _CACHE}
-        messages[-1]["content"][-1] = {**messages[-1]["content"][-1], "cache_control": _CACHE}
+        ends.append((len(messages) - 1, len(messages[-1]["content"]) - 1))
+        last_kind = entry.kind
+    if not messages:
+        return messages
+    newest_is_note = len(ends) > 1 and last_kind == "notice"
+    for where in {(0, len(messages[0]["content"]) - 1), ends[-2] if newest_is_note else ends[-1]}:
+        block = messages[where[0]]["content"][where[1]]
+        messages[where[0]]["content"][where[1]] = {**block, "cache_control": _CACHE}
     return messages
 
 
@@ -74,7 +83,8 @@ class AnthropicModel:
         try:
             response = await self._client.messages.create(
                 model=self._model,
-                max_tokens=request.max_output_tokens,
+                # Warming only needs the prefix read into the cache.
+                max_tokens=1 if request.purpose == "warm" else request.max_output_tokens,
                 system=[{"type": "text", "text": request.system, "cache_control": _CACHE}],  # type: ignore[typeddict-item]
                 tools=tools,  # type: ignore[arg-type]
                 messages=to_messages(request.messages),  # type: ignore[arg-type]

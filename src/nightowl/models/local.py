@@ -57,7 +57,9 @@ class LocalModel:
             # A forced tool choice: small models call tools reliably when the reply is primed
             # with the call tag, and write valid JSON arguments. To end, they call
             # send_to_user with final=true (the system prompt says so).
-            prompt = render(request) + FORCED_CALL
+            # A summary (compaction) is plain text; a warming call only reads the prefix.
+            primer = FORCED_CALL if request.purpose == "turn" else ""
+            prompt = render(request) + primer
             tokens = llm.tokenize(prompt.encode(), add_bos=False, special=True)
             budget = CONTEXT_TOKENS - len(tokens)
             if budget < 64:
@@ -72,16 +74,21 @@ class LocalModel:
                 shared += 1
             result = llm.create_completion(
                 tokens,
-                max_tokens=min(request.max_output_tokens, budget),
+                max_tokens=1
+                if request.purpose == "warm"
+                else min(request.max_output_tokens, budget),
                 temperature=0.0,
                 stop=["<|im_end|>", "<|endoftext|>", "</tool_call>"],
             )
-            text = FORCED_CALL + result["choices"][0]["text"]
             generated = result["choices"][0]["text"]
             self._previous = tokens + llm.tokenize(generated.encode(), add_bos=False, special=True)
-            private, calls = read_reply(
-                text, {*request.tool_names, *(tool.name for tool in request.tools)}
-            )
+            if primer:
+                private, calls = read_reply(
+                    primer + generated,
+                    {*request.tool_names, *(tool.name for tool in request.tools)},
+                )
+            else:
+                private, calls = generated.strip(), []
             usage = result.get("usage", {})
             return ModelReply(
                 text=private,

@@ -1,9 +1,10 @@
 """A deterministic model for tests and demos: replies read from a JSON script.
 
 Script: `{"replies": [{"text": "...", "tool_calls": [{"name": ..., "arguments": {...}}],
-"delay": 0.5, "usage": {...}}, ...], "then": "silent" | "repeat_last"}`. Reply *n* answers the
-conversation's *n*-th model call (counted from the request's history, so a restart or a replay
-picks the same reply).
+"delay": 0.5, "usage": {...}}, ...], "then": "silent" | "repeat_last", "summary": "..."}`. Reply
+*n* answers the conversation's *n*-th model call (counted from the request's history, a
+compaction summary counting the replies it replaced, so a restart or a replay picks the same
+reply). A compaction request is answered with `summary`; a cache-warming one with nothing.
 """
 
 from __future__ import annotations
@@ -36,7 +37,15 @@ class ScriptedModel:
     async def complete(self, request: ModelRequest) -> ModelReply:
         script = self._script()
         replies: list[dict[str, Any]] = script["replies"]
-        index = sum(1 for entry in request.messages if entry.kind == "assistant")
+        if request.purpose == "warm":
+            return ModelReply(model=self.name, usage=_usage(request, {}))
+        if request.purpose == "compaction":
+            summary = str(script.get("summary") or "Summary: the conversation so far.")
+            return ModelReply(text=summary, model=self.name, usage=_usage(request, {}))
+        index = sum(
+            int(entry.meta.get("replaced_replies", 0)) + (entry.kind == "assistant")
+            for entry in request.messages
+        )
         if index >= len(replies):
             if script.get("then") != "repeat_last" or not replies:
                 return ModelReply(model=self.name, usage=_usage(request, {}))

@@ -90,6 +90,8 @@ class Conversation(Base):
     last_seq: Mapped[int] = mapped_column(Integer, default=0)
     # How far the owner has read (on any device): messages after it count as unread.
     read_seq: Mapped[int] = mapped_column(Integer, default=0)
+    # When the provider cache was last warmed for it (the owner was typing).
+    warmed_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -289,3 +291,30 @@ class PromptPinRow(Base):
     )
     pin: Mapped[dict[str, Any]] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Compaction(Base):
+    """A compacted history: entries up to `through_entry_id` are replaced by `entry` (the
+    summary and the latest user-facing messages) in what the model sees."""
+
+    __tablename__ = "compactions"
+    __table_args__ = (Index("ix_compactions_conversation", "conversation_id", "created_at"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    through_entry_id: Mapped[int] = mapped_column(Integer)
+    entry: Mapped[dict[str, Any]] = mapped_column()
+    model_call_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    tokens_before: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Timer(Base):
+    """A wake-up set with `set_timer` (the workflow does the waking; this row lets the server
+    see what will wake a conversation, and when: those due in the future are pending)."""
+
+    __tablename__ = "timers"
+    __table_args__ = (Index("ix_timers_conversation", "conversation_id", "due_at"),)
+    id: Mapped[str] = mapped_column(String(300), primary_key=True)  # the timer's workflow id
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    due_at: Mapped[datetime] = mapped_column()
+    note: Mapped[str] = mapped_column(Text)

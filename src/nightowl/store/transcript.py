@@ -10,6 +10,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.harness.pins import PromptPin
+from nightowl.store.compactions import latest_compaction
 from nightowl.store.ids import new_id
 from nightowl.store.tables import ModelCall, PromptPinRow, ToolRun, TranscriptEntry, utcnow
 
@@ -73,14 +74,18 @@ def put_entries(
 
 
 def load_transcript(session: Session, conversation_id: str) -> list[dict[str, Any]]:
-    """Every entry of the conversation, in the order written."""
-    return list(
+    """What the model sees of the conversation, in the order written: since its latest
+    compaction, that compaction's summary entry and every entry after it."""
+    compaction = latest_compaction(session, conversation_id)
+    through = compaction.through_entry_id if compaction else 0
+    entries = list(
         session.scalars(
             select(TranscriptEntry.payload)
-            .where(TranscriptEntry.conversation_id == conversation_id)
+            .where(TranscriptEntry.conversation_id == conversation_id, TranscriptEntry.id > through)
             .order_by(TranscriptEntry.id)
         )
     )
+    return [compaction.entry, *entries] if compaction else entries
 
 
 def load_turn_entries(session: Session, turn_id: str) -> list[dict[str, Any]]:

@@ -76,8 +76,20 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._groups: dict[str, str] = {}
         for tool in tools:
             self.add(tool)
+
+    def add_group(self, name: str, description: str) -> None:
+        """Register a connector's group: its tools (named `<name>_...`) share one catalogue
+        line under `description` instead of a line each."""
+        if not name.isidentifier() or "_" in name:
+            raise ValueError(f"group {name!r} must be a word of letters and digits")
+        self._groups[name] = description
+
+    def groups(self) -> list[tuple[str, str]]:
+        """(group, description) of every connector group, sorted by name."""
+        return sorted(self._groups.items())
 
     def add(self, tool: Tool) -> None:
         """Register a tool; its schema must stay under 4,000 characters."""
@@ -99,6 +111,10 @@ class ToolRegistry:
     def summaries(self) -> list[tuple[str, str]]:
         """(name, one-line summary) of every tool, sorted by name."""
         return [(name, self._tools[name].summary) for name in self.names()]
+
+    def specs(self) -> dict[str, ToolSpec]:
+        """Every tool's full definition, by name."""
+        return {name: self._tools[name].spec() for name in self.names()}
 
     def search(self, query: str) -> list[Tool]:
         """Tools whose name matches exactly, or whose name or summary holds every query word."""

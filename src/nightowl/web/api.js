@@ -74,6 +74,7 @@ export const api = {
     request("POST", `/v1/conversations/${id}/messages`, { client_id: clientId, text }),
   answer: (id, messageId, answer) =>
     request("POST", `/v1/conversations/${id}/messages/${messageId}/answer`, answer),
+  typing: (id) => request("POST", `/v1/conversations/${id}/typing`).then((r) => r.body),
   markRead: (id, seq) =>
     request("POST", `/v1/conversations/${id}/read`, { seq }).then((r) => r.body),
 };

@@ -625,6 +625,21 @@ function autosize() {
   input.style.height = `${Math.min(input.scrollHeight, 200)}px`;
 }
 
+// While the owner types, the server may warm the model's cache so the reply comes sooner and
+// cheaper; it decides how often (once per cache lifetime), this only avoids chatter.
+const TYPING_EVERY_MS = 30_000;
+const typingSent = new Map();
+
+function onComposerInput() {
+  autosize();
+  const id = state.current;
+  if (!id || !$("composer-input").value.trim()) return;
+  const last = typingSent.get(id) || 0;
+  if (Date.now() - last < TYPING_EVERY_MS) return;
+  typingSent.set(id, Date.now());
+  api.typing(id).catch(() => {}); // best effort: a cold cache only costs a little
+}
+
 function onComposerKey(event) {
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
@@ -689,7 +704,7 @@ function init() {
   });
   $("composer").addEventListener("submit", send);
   $("composer-input").addEventListener("keydown", onComposerKey);
-  $("composer-input").addEventListener("input", autosize);
+  $("composer-input").addEventListener("input", onComposerInput);
   window.addEventListener("hashchange", onHashChange);
   window.addEventListener("online", () => {
     state.stream?.retryNow();

@@ -1,0 +1,187 @@
+"""The compaction workflow: after a turn that ended with a large prompt and a quiet spell, one
+durable step summarises the history (reusing the cached prefix) and replaces it.
+
+A turn that ends big plans it (`plan_compaction`); the engine enqueues this workflow with the
+idle window as its delay. When it runs, anything that happened since (a message, a turn) means
+the conversation woke up: it is skipped, and the next turn to end big plans it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from dbos import DBOS
+
+from nightowl.engine.model_calls import record_outcome, report_cache_break
+from nightowl.harness.compaction import (
+    compacted_entry,
+    latest_user_facing,
+    prompt_tokens_of,
+    summary_request,
+    wakes_within,
+)
+from nightowl.harness.pins import PromptPin, pin_now
+from nightowl.harness.prompt import SYSTEM_PROMPT
+from nightowl.harness.sections import request_sections
+from nightowl.harness.transcript import Entry
+from nightowl.metrics import Metrics
+from nightowl.models.base import Model, ModelReply, ToolSpec
+from nightowl.models.pricing import PriceTable
+from nightowl.store.compactions import (
+    is_quiet,
+    last_entry_id,
+    last_prompt_size,
+    record_compaction,
+    upcoming_wakes,
+)
+from nightowl.store.database import Database
+from nightowl.store.tables import utcnow
+from nightowl.store.transcript import (
+    finish_model_call,
+    load_transcript,
+    prompt_pin,
+    start_model_call,
+)
+
+log = logging.getLogger(__name__)
+
+CompactionWorkflow = Callable[[str, str], Coroutine[Any, Any, str]]
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    """When to compact and what survives it."""
+
+    at_tokens: int = 100_000
+    idle_s: float = 600.0
+    keep_messages: int = 6
+
+
+def plan_compaction(
+    database: Database, settings: CompactionSettings, conversation_id: str, turn_id: str
+) -> bool:
+    """True when the turn ended with a prompt above the threshold and no timer or routine will
+    wake the conversation within the idle window anyway."""
+    with database.read() as session:
+        size = last_prompt_size(session, turn_id)
+        if size is None or prompt_tokens_of(*size) < settings.at_tokens:
+            return False
+        now = utcnow()
+        return not wakes_within(upcoming_wakes(session, conversation_id, now), now, settings.idle_s)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    pin: PromptPin
+    history: list[Entry]
+    through: int
+    record: str
+    tokens: int
+
+
+def build_compaction_workflow(
+    database: Database,
+    model: Model,
+    metrics: Metrics,
+    summaries: list[tuple[str, str]],
+    specs: dict[str, ToolSpec],
+    groups: list[tuple[str, str]],
+    settings: CompactionSettings,
+    prices: PriceTable,
+    cache_lifetime_s: float,
+) -> CompactionWorkflow:
+    """Register the compaction workflow and its step with DBOS and return the workflow."""
+
+    def prepare(conversation_id: str, after_turn: str) -> _Prepared | str:
+        with database.write() as session:
+            if not is_quiet(session, conversation_id, after_turn):
+                return "woke"
+            now = utcnow()
+            if wakes_within(upcoming_wakes(session, conversation_id, now), now, settings.idle_s):
+                return "wake due"
+            size = last_prompt_size(session, after_turn)
+            pin = prompt_pin(
+                session, conversation_id, lambda: pin_now(SYSTEM_PROMPT, summaries, specs, groups)
+            )
+            history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
+            through = last_entry_id(session, conversation_id)
+            record = start_model_call(
+                session, conversation_id, f"compaction:{after_turn}", 0, model.name
+            )
+            return _Prepared(pin, history, through, record, prompt_tokens_of(*size) if size else 0)
+
+    def save(
+        conversation_id: str, after_turn: str, ready: _Prepared, reply: ModelReply, sections: Any
+    ) -> str:
+        with database.write() as session:
+            broke = record_outcome(
+                session,
+                conversation_id=conversation_id,
+                record=ready.record,
+                model_name=model.name,
+                reply=reply,
+                sections=sections,
+                prices=prices,
+                cache_lifetime_s=cache_lifetime_s,
+            )
+            report_cache_break(metrics, broke)
+            if not reply.text.strip():
+                return "empty summary"
+            # Something arrived while the summary was written: keep the history as it is.
+            quiet = is_quiet(session, conversation_id, after_turn)
+            if not quiet or last_entry_id(session, conversation_id) != ready.through:
+                return "woke"
+            kept = latest_user_facing(ready.history, settings.keep_messages)
+            entry = compacted_entry(reply.text, kept, ready.history)
+            record_compaction(
+                session,
+                conversation_id,
+                through_entry_id=ready.through,
+                entry=entry.to_dict(),
+                model_call_id=ready.record,
+                tokens_before=ready.tokens,
+            )
+            return "compacted"
+
+    @DBOS.step(name="nightowl.compact")
+    async def compact(conversation_id: str, after_turn: str) -> str:
+        ready = await asyncio.to_thread(prepare, conversation_id, after_turn)
+        if isinstance(ready, str):
+            return ready
+        request = summary_request(ready.pin, SYSTEM_PROMPT, summaries, specs, ready.history)
+        try:
+            reply = await model.complete(request)
+        except Exception as error:
+            await asyncio.to_thread(_failed, database, ready.record, repr(error))
+            raise
+        sections = [list(s) for s in request_sections(request)]
+        return await asyncio.to_thread(save, conversation_id, after_turn, ready, reply, sections)
+
+    @DBOS.workflow(name="nightowl.compaction")
+    async def compaction(conversation_id: str, after_turn: str) -> str:
+        try:
+            outcome = await compact(conversation_id, after_turn)
+        except Exception as error:  # the history stays as it is; the next big turn retries
+            log.warning("compaction failed", extra={"error": repr(error)[:300]})
+            outcome = "failed"
+        metrics.compactions.labels(outcome=outcome).inc()
+        log.info(
+            "compaction",
+            extra={
+                "conversation_id": conversation_id,
+                "after_turn": after_turn,
+                "outcome": outcome,
+            },
+        )
+        return outcome
+
+    return compaction
+
+
+def _failed(database: Database, record: str, error: str) -> None:
+    with database.write() as session:
+        finish_model_call(session, record, {}, error)
