@@ -168,6 +168,11 @@ def test_a_timer_wakes_the_conversation_even_across_a_restart(
         ]
     )
     conversation, _ = _run_turn(server, database_url)
+    # The server knows what will wake the conversation, and when (compaction waits for it).
+    pending = rows(
+        database_url, "SELECT note FROM timers WHERE conversation_id = :c", c=conversation
+    )
+    assert pending == [("check the oven",)]
     server.kill()
     server.start()
 

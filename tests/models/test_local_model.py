@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from nightowl.harness.compaction import summary_request
+from nightowl.harness.pins import pin_now, pinned_request
+from nightowl.harness.prompt import SYSTEM_PROMPT
+from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.models.local import LocalModel
 from nightowl.models.weights import weights_path
+from nightowl.tools.builtin import builtin_registry
 from tests.e2e.store_view import rows
 from tests.server import ServerProcess, wait_for
 
@@ -84,3 +92,30 @@ def test_local_model_uses_its_computer(tmp_path: Path) -> None:
         assert token in replies, f"the reply does not carry the file's content: {replies!r}"
     finally:
         server.stop()
+
+
+def test_local_model_writes_a_compaction_summary_from_its_cached_prefix() -> None:
+    """The summary request repeats the conversation's last request; the local model re-reads
+    none of that prefix and answers in plain text (no tool call)."""
+    assert weights_path().is_file(), "make test installs the weights (nightowl models install)"
+    registry = builtin_registry()
+    specs, summaries = registry.specs(), registry.summaries()
+    pin = pin_now(SYSTEM_PROMPT, summaries, specs)
+    call = ToolCall("c0", "send_to_user", {"text": "Noted: your flight to Lisbon is on March 3."})
+    history = [
+        Entry(
+            kind="user", text="My flight to Lisbon is on March 3. Remind me to pack the day before."
+        ),
+        Entry(kind="assistant", tool_calls=(call,)),
+        Entry(kind="tool_result", text="Delivered.", call_id="c0", tool_name="send_to_user"),
+    ]
+    model = LocalModel(threads=2)
+    turn = pinned_request(pin, SYSTEM_PROMPT, summaries, specs, history, "Current time: 9:00.")
+    asyncio.run(model.complete(replace(turn, max_output_tokens=4)))
+    request = summary_request(pin, SYSTEM_PROMPT, summaries, specs, history)
+    reply = asyncio.run(model.complete(replace(request, max_output_tokens=80)))
+    assert reply.tool_calls == () and reply.text.strip()
+    assert "lisbon" in reply.text.lower() or "march" in reply.text.lower(), reply.text
+    # Everything before the summary instruction came from the KV cache.
+    assert reply.usage.cache_read_tokens > 1000
+    assert reply.usage.input_tokens < reply.usage.cache_read_tokens // 4

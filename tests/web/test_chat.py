@@ -27,7 +27,11 @@ def test_a_message_sent_in_the_page_gets_the_agents_reply(
     conversation = start_conversation(server)
     page = open_app(contexts(), server, conversation)
 
-    page.get_by_role("textbox", name="Message").fill("hi nightowl")
+    # Typing tells the server, which may warm the model's cache for the reply.
+    typing = f"/v1/conversations/{conversation}/typing"
+    with page.expect_response(lambda r: r.url.endswith(typing)) as warmed:
+        page.get_by_role("textbox", name="Message").fill("hi nightowl")
+    assert warmed.value.status == 202 and warmed.value.request.method == "POST"
     page.get_by_role("textbox", name="Message").press("Enter")
 
     own = page.locator("li.msg.own:not(.pending)")
