@@ -12,7 +12,10 @@ from sqlalchemy import select, text
 from nightowl.router.priority import Priority
 from nightowl.router.router import IncomingMessage, Router
 from nightowl.store.conversations import (
+    NewMessage,
     append_message,
+    append_messages,
+    append_to_conversations,
     create_conversation,
     list_conversations,
     mark_read,
@@ -21,11 +24,11 @@ from nightowl.store.conversations import (
     unread_counts,
 )
 from nightowl.store.database import Database
-from nightowl.store.errors import Invalid
+from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.migrate import revision_status, upgrade
 from nightowl.store.questions import validate_answer
 from nightowl.store.tables import AccessToken
-from nightowl.store.turns import TurnInfo, claim_batch, turns_of
+from nightowl.store.turns import TurnInfo, claim_batch, queue_turns, turns_of
 from nightowl.store.users import create_token, ensure_owner, revoke_token, user_for_token
 
 
@@ -222,3 +225,44 @@ def test_answers_are_checked_against_what_the_question_offers() -> None:
     ):
         with pytest.raises(Invalid, match=says):
             validate_answer(controls, answer)
+
+
+def test_one_batch_writes_many_conversations_in_order(database: Database) -> None:
+    _, first = _conversation(database)
+    _, second = _conversation(database)
+    with database.write() as session:
+        append_messages(session, first, [NewMessage(role="user", body="a0", trust="owner")])
+    with database.write() as session:
+        written = append_to_conversations(
+            session,
+            {
+                second: [
+                    NewMessage(role="user", body=f"b{n}", trust="untrusted") for n in range(3)
+                ],
+                first: [NewMessage(role="user", body="a1", trust="owner")],
+            },
+        )
+        # The group message finds (or makes) its turn; the owner's gets a more urgent one
+        # that the less urgent arrivals of the same conversation join.
+        turns = queue_turns(
+            session, {second: {Priority.GROUP, Priority.OWNER_DIRECT}, first: {Priority.WEBHOOK}}
+        )
+    assert [(m.body, m.seq) for m in written[second]] == [("b0", 1), ("b1", 2), ("b2", 3)]
+    assert [(m.body, m.seq) for m in written[first]] == [("a1", 2)]
+    urgent, created = turns[(second, Priority.OWNER_DIRECT)]
+    assert created and turns[(second, Priority.GROUP)] == (urgent, False)
+    assert turns[(first, Priority.WEBHOOK)][1]
+    with database.write() as session:
+        again = queue_turns(session, {second: {Priority.WEBHOOK}})
+        assert again[(second, Priority.WEBHOOK)] == (urgent, False)
+    # An unknown conversation fails the batch, and nothing of it is kept.
+    with pytest.raises(NotFound), database.write() as session:
+        append_to_conversations(
+            session,
+            {
+                first: [NewMessage(role="user", body="x", trust="owner")],
+                "conv_missing": [NewMessage(role="user", body="y", trust="owner")],
+            },
+        )
+    with database.read() as session:
+        assert [m.body for m in messages_after(session, first, 0)] == ["a0", "a1"]

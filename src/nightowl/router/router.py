@@ -7,19 +7,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from nightowl.router.group_commit import GroupCommit
 from nightowl.router.priority import Priority
-from nightowl.store.conversations import MessageInfo, NewMessage, append_messages
+from nightowl.store.conversations import MessageInfo, NewMessage, append_to_conversations
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound, StoreError
 from nightowl.store.ids import new_id
 from nightowl.store.tables import Conversation, Message, Trigger, utcnow
-from nightowl.store.turns import TurnInfo, queue_turn, running_turn_ids
+from nightowl.store.turns import TurnInfo, queue_turns, running_turns_of
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,9 @@ def _claim_key(dialect: Any) -> Any:
 
 
 _CLAIM_KEYS = {"sqlite": _claim_key(sqlite), "postgresql": _claim_key(postgresql)}
+_MESSAGE_COLUMNS = [getattr(Message, f) for f in MessageInfo.__dataclass_fields__]
 _SEEN = (
-    select(*(getattr(Message, f) for f in MessageInfo.__dataclass_fields__))
+    select(*_MESSAGE_COLUMNS)
     .join(Trigger, Trigger.message_id == Message.id)
     .where(Trigger.source == bindparam("source"), Trigger.idempotency_key == bindparam("key"))
 )
@@ -153,16 +154,15 @@ class Router:
                     ],
                 )
             }
-            # The new triggers' messages, per conversation in arrival order.
+            # The new triggers' messages, per conversation in arrival order, written together.
             fresh = [first_of_key[key] for key in first_of_key if key in claimed]
             by_conversation: dict[str, list[IncomingMessage]] = {}
             for incoming in fresh:
                 by_conversation.setdefault(incoming.conversation_id, []).append(incoming)
-            for conversation_id, arrivals in by_conversation.items():
-                messages = append_messages(
-                    session,
-                    conversation_id,
-                    [
+            written = append_to_conversations(
+                session,
+                {
+                    conversation_id: [
                         NewMessage(
                             role=incoming.role,
                             body=incoming.text,
@@ -172,31 +172,34 @@ class Router:
                             message_id=new_keys[(incoming.source, incoming.idempotency_key)],
                         )
                         for incoming in arrivals
-                    ],
-                )
-                for incoming, message in zip(arrivals, messages, strict=True):
+                    ]
+                    for conversation_id, arrivals in by_conversation.items()
+                },
+            )
+            for conversation_id, arrivals in by_conversation.items():
+                for incoming, message in zip(arrivals, written[conversation_id], strict=True):
                     stored[(incoming.source, incoming.idempotency_key)] = message
-                # Each level of urgency finds (or makes) its turn, most urgent first.
-                for priority in sorted({incoming.priority for incoming in arrivals}):
-                    turn, created = queue_turn(
-                        session, conversation_id, priority, already_locked=True
-                    )
-                    urgent = priority == Priority.OWNER_DIRECT
-                    if created:
-                        staged.wake.append((turn, urgent))
-                    if urgent:
-                        staged.preempt.extend(running_turn_ids(session, conversation_id))
-                    for incoming in arrivals:
-                        if incoming.priority == priority:
-                            message = stored[(incoming.source, incoming.idempotency_key)]
-                            staged.logs.append((incoming, message, turn.id))
+            # Each level of urgency finds (or makes) its turn, most urgent first.
+            turns = queue_turns(
+                session,
+                {c: {incoming.priority for incoming in a} for c, a in by_conversation.items()},
+            )
+            for (_, priority), (turn, created) in turns.items():
+                if created:
+                    staged.wake.append((turn, priority == Priority.OWNER_DIRECT))
+            for incoming in fresh:
+                turn, _ = turns[(incoming.conversation_id, incoming.priority)]
+                message = stored[(incoming.source, incoming.idempotency_key)]
+                staged.logs.append((incoming, message, turn.id))
+            urgent = [
+                c
+                for c, a in by_conversation.items()
+                if Priority.OWNER_DIRECT in {i.priority for i in a}
+            ]
+            staged.preempt.extend(running_turns_of(session, urgent))
             # A key seen before this batch answers with its original message (committed
             # by now: a conflicting insert waits for the other transaction to end).
-            seen = {
-                key: original
-                for key in first_of_key
-                if key not in claimed and (original := self._seen(session, *key)) is not None
-            }
+            seen = self._seen_many(session, [key for key in first_of_key if key not in claimed])
         outcomes: list[Accepted | BaseException] = []
         for incoming in batch:
             key = (incoming.source, incoming.idempotency_key)
@@ -242,6 +245,23 @@ class Router:
             # The owner's direct message starts at once; anything else waits a moment so that
             # a burst (a group thread, a webhook storm) is answered by one turn.
             self._queue.wake(turn, 0.0 if urgent else self._batch_window_s)
+
+    @staticmethod
+    def _seen_many(
+        session: Session, keys: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], MessageInfo]:
+        """The messages of trigger keys stored before (one query for them all)."""
+        if not keys:
+            return {}
+        if len(keys) == 1:
+            one = Router._seen(session, *keys[0])
+            return {} if one is None else {keys[0]: one}
+        rows = session.connection().execute(
+            select(Trigger.source, Trigger.idempotency_key, *_MESSAGE_COLUMNS)
+            .join(Message, Trigger.message_id == Message.id)
+            .where(tuple_(Trigger.source, Trigger.idempotency_key).in_(keys))
+        )
+        return {(row[0], row[1]): MessageInfo(*row[2:]) for row in rows}
 
     @staticmethod
     def _seen(session: Session, source: str, key: str) -> MessageInfo | None:

@@ -36,6 +36,7 @@ class Change:
 
 
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
+_NOTIFY_MANY = text("SELECT pg_notify(:channel, p) FROM unnest(CAST(:payloads AS text[])) AS p")
 
 
 def record_change(session: Session, change: Change) -> None:
@@ -45,6 +46,19 @@ def record_change(session: Session, change: Change) -> None:
         connection.execute(_NOTIFY, {"channel": CHANNEL, "payload": json.dumps(asdict(change))})
     else:
         session.info.setdefault("changes", []).append(change)
+
+
+def record_changes(session: Session, changes: list[Change]) -> None:
+    """`record_change` for many at once (one statement on PostgreSQL)."""
+    if len(changes) == 1:
+        record_change(session, changes[0])
+        return
+    connection = session.connection()
+    if connection.dialect.name == "postgresql" and changes:
+        payloads = [json.dumps(asdict(change)) for change in changes]
+        connection.execute(_NOTIFY_MANY, {"channel": CHANNEL, "payloads": payloads})
+    else:
+        session.info.setdefault("changes", []).extend(changes)
 
 
 class _Subscriber:

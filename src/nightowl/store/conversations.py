@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import Integer, String, bindparam, column, func, insert, select, update, values
 from sqlalchemy.orm import Session
 
-from nightowl.store.changes import Change, record_change
+from nightowl.store.changes import Change, record_change, record_changes
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.tables import Conversation, Message, utcnow
@@ -195,11 +195,7 @@ def append_messages(
     queue up and sequence numbers have no gaps and no repeats. One notification covers them
     all (clients fetch everything after the seq they have).
     """
-    for item in new:
-        if item.role not in ROLES:
-            raise Invalid(f"role must be one of {', '.join(ROLES)}, not {item.role!r}")
-        if item.trust not in TRUST_LEVELS:
-            raise Invalid(f"trust must be one of {', '.join(TRUST_LEVELS)}, not {item.trust!r}")
+    _validate(new)
     if not new:
         return []
     now = utcnow()
@@ -212,7 +208,38 @@ def append_messages(
     if bumped is None:
         raise NotFound(f"no conversation {conversation_id!r}")
     last_seq, owner_id = bumped
-    messages = [
+    messages = _messages(conversation_id, new, last_seq, now)
+    connection.execute(_INSERT_MESSAGE, [message.__dict__ for message in messages])
+    record_change(
+        session,
+        Change(
+            conversation_id=conversation_id,
+            owner_id=owner_id,
+            seq=last_seq,
+            kind="notify" if _important(new) else "message",
+        ),
+    )
+    return messages
+
+
+def _validate(new: list[NewMessage]) -> None:
+    for item in new:
+        if item.role not in ROLES:
+            raise Invalid(f"role must be one of {', '.join(ROLES)}, not {item.role!r}")
+        if item.trust not in TRUST_LEVELS:
+            raise Invalid(f"trust must be one of {', '.join(TRUST_LEVELS)}, not {item.trust!r}")
+
+
+def _important(new: list[NewMessage]) -> bool:
+    # An important message (e.g. from background work) asks clients to raise a notification.
+    return any((item.meta or {}).get("important") for item in new)
+
+
+def _messages(
+    conversation_id: str, new: list[NewMessage], last_seq: int, now: datetime
+) -> list[MessageInfo]:
+    """The new messages, numbered up to `last_seq` (the bumped sequence)."""
+    return [
         MessageInfo(
             id=item.message_id or new_id("msg"),
             conversation_id=conversation_id,
@@ -228,19 +255,65 @@ def append_messages(
         )
         for n, item in enumerate(new)
     ]
-    connection.execute(_INSERT_MESSAGE, [message.__dict__ for message in messages])
-    # An important message (e.g. from background work) asks clients to raise a notification.
-    important = any((item.meta or {}).get("important") for item in new)
-    record_change(
-        session,
-        Change(
-            conversation_id=conversation_id,
-            owner_id=owner_id,
-            seq=last_seq,
-            kind="notify" if important else "message",
-        ),
+
+
+def append_to_conversations(
+    session: Session, new: dict[str, list[NewMessage]]
+) -> dict[str, list[MessageInfo]]:
+    """`append_messages` for several conversations; on PostgreSQL in a handful of statements
+    whatever their number: lock their rows (in id order, so concurrent writers cannot
+    deadlock), bump every sequence at once, insert every message at once, announce them in
+    one go."""
+    for items in new.values():
+        _validate(items)
+    new = {conversation: items for conversation, items in new.items() if items}
+    connection = session.connection()
+    if len(new) <= 1 or connection.dialect.name != "postgresql":
+        # SQLite has no VALUES list in UPDATE … FROM, and its statements cost microseconds.
+        return {c: append_messages(session, c, items) for c, items in new.items()}
+    now = utcnow()
+    ids = sorted(new)
+    connection.execute(
+        select(Conversation.id)
+        .where(Conversation.id.in_(ids))
+        .order_by(Conversation.id)
+        .with_for_update()
     )
-    return messages
+    counts = values(column("id", String), column("count", Integer), name="counts").data(
+        [(conversation, len(new[conversation])) for conversation in ids]
+    )
+    bumped = {
+        row.id: (row.last_seq, row.owner_id)
+        for row in connection.execute(
+            update(Conversation)
+            .where(Conversation.id == counts.c.id)
+            .values(last_seq=Conversation.last_seq + counts.c.count, updated_at=now)
+            .returning(Conversation.id, Conversation.last_seq, Conversation.owner_id)
+        )
+    }
+    missing = [conversation for conversation in ids if conversation not in bumped]
+    if missing:
+        raise NotFound(f"no conversation {missing[0]!r}")
+    stored: dict[str, list[MessageInfo]] = {}
+    for conversation in ids:
+        last_seq, _ = bumped[conversation]
+        stored[conversation] = _messages(conversation, new[conversation], last_seq, now)
+    connection.execute(
+        _INSERT_MESSAGE, [m.__dict__ for conversation in ids for m in stored[conversation]]
+    )
+    record_changes(
+        session,
+        [
+            Change(
+                conversation_id=conversation,
+                owner_id=bumped[conversation][1],
+                seq=bumped[conversation][0],
+                kind="notify" if _important(new[conversation]) else "message",
+            )
+            for conversation in ids
+        ],
+    )
+    return stored
 
 
 def append_message(

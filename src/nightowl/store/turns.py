@@ -107,6 +107,63 @@ def queue_turn(
     return turn, True
 
 
+def queue_turns(
+    session: Session, wanted: dict[str, set[int]]
+) -> dict[tuple[str, int], tuple[TurnInfo, bool]]:
+    """`queue_turn` for several conversations and urgencies at once (one read, one insert),
+    their rows already locked: per (conversation, priority) the waiting turn at least as
+    urgent, or a new one (True when new). The most urgent of a conversation goes first, so a
+    less urgent arrival joins the turn just made for a more urgent one."""
+    connection = session.connection()
+    waiting: dict[str, list[TurnInfo]] = {conversation: [] for conversation in wanted}
+    for row in connection.execute(
+        select(Turn.id, Turn.conversation_id, Turn.priority).where(
+            Turn.conversation_id.in_(sorted(wanted)), Turn.status == "queued"
+        )
+    ):
+        waiting[row.conversation_id].append(
+            TurnInfo(row.id, row.conversation_id, "queued", row.priority, None, None)
+        )
+    found: dict[tuple[str, int], tuple[TurnInfo, bool]] = {}
+    new_rows: list[dict[str, object]] = []
+    now = utcnow()
+    for conversation, priorities in wanted.items():
+        for priority in sorted(priorities):
+            fits = [t for t in waiting[conversation] if t.priority <= priority]
+            if fits:
+                found[(conversation, priority)] = (min(fits, key=lambda t: t.priority), False)
+                continue
+            turn = TurnInfo(new_id("turn"), conversation, "queued", int(priority), None, None)
+            waiting[conversation].append(turn)
+            found[(conversation, priority)] = (turn, True)
+            new_rows.append(
+                {
+                    "id": turn.id,
+                    "conversation_id": conversation,
+                    "status": "queued",
+                    "priority": turn.priority,
+                    "created_at": now,
+                    "activity": "",
+                }
+            )
+    if new_rows:
+        connection.execute(_INSERT_TURN, new_rows)
+    return found
+
+
+def running_turns_of(session: Session, conversation_ids: list[str]) -> list[str]:
+    """The running turns of these conversations (one query)."""
+    if not conversation_ids:
+        return []
+    return list(
+        session.connection().scalars(
+            select(Turn.id).where(
+                Turn.conversation_id.in_(sorted(conversation_ids)), Turn.status == "running"
+            )
+        )
+    )
+
+
 def claim_batch(session: Session, turn_id: str) -> list[MessageInfo]:
     """Mark the turn running and give it every message no turn has taken yet.
 
