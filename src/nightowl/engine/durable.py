@@ -14,6 +14,7 @@ from sqlalchemy import Engine, create_engine, event
 
 from nightowl.config import Settings
 from nightowl.engine.preemption import RunningTurns
+from nightowl.engine.queue_nudge import QueueNudge
 from nightowl.engine.timers import TIMER_QUEUE, TimerWorkflow
 from nightowl.store.turns import TurnInfo
 
@@ -72,6 +73,8 @@ class DurableEngine:
         self._compaction_queue: Any = None
         self._waker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wake")
         self.running = RunningTurns()
+        self._nudge = QueueNudge()
+        self._nudge.install()  # before launch: DBOS's queue threads get a nudgeable event
         DBOS.destroy(destroy_registry=True)  # a clean registry for this process's workflows
         DBOS(config=dbos_config(settings))
 
@@ -168,6 +171,14 @@ class DurableEngine:
             ),
         ):
             self._queue.enqueue(self._turn, turn.id)
+        if not delay_s:
+            # Start it now rather than at the next poll (the owner is waiting).
+            self._nudge.nudge()
+
+    @property
+    def dispatches_at_once(self) -> bool:
+        """True when an urgent turn is dispatched on enqueue, not at the next queue poll."""
+        return self._nudge.active
 
     def _set_pace(self, *, fast: bool) -> None:
         interval = (

@@ -1,0 +1,85 @@
+"""Wake DBOS's queue threads the moment an urgent turn is enqueued, instead of at their next poll.
+
+DBOS dispatches queued workflows by polling (each poll of the conversation queue costs several
+milliseconds of CPU, so the interval cannot shrink to nothing): an owner's message would wait
+half an interval on average, and a whole idle interval after a quiet spell. DBOS has no hook to
+poll now, but its queue threads sleep in `stop_event.wait(interval)` on one event of their own.
+Installed before launch, this makes that event *nudgeable*: `nudge()` ends every thread's
+current wait (or its next one, if it is busy polling) without signalling a stop, so it polls at
+once; `set()` still stops them. If a DBOS release moves these internals, `install` reports
+False and dispatch falls back to polling alone (a test notices).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import dbos._dbos as dbos_internals
+
+log = logging.getLogger(__name__)
+
+
+class NudgeableEvent(threading.Event):
+    """A stop event whose waiters can also be woken early, each once per nudge."""
+
+    # An event made by DBOS and re-classed: no __init__ of ours ran, hence the defaults.
+    _nudges = 0
+
+    def nudge(self) -> None:
+        """End the current (or next) wait of every thread waiting on this event."""
+        with self._cond:  # type: ignore[attr-defined]
+            self._nudges += 1
+            self._cond.notify_all()  # type: ignore[attr-defined]
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until set (True), or until a nudge this thread has not seen or the timeout
+        (False: not a stop)."""
+        me = threading.get_ident()
+        with self._cond:  # type: ignore[attr-defined]
+            seen: dict[int, int] = self.__dict__.setdefault("_seen", {})
+            if not self._flag and seen.get(me, 0) == self._nudges:  # type: ignore[attr-defined]
+                self._cond.wait(timeout)  # type: ignore[attr-defined]
+            seen[me] = self._nudges
+            return bool(self._flag)  # type: ignore[attr-defined]
+
+
+class QueueNudge:
+    """The process's handle on DBOS's queue threads (one DBOS per process)."""
+
+    def __init__(self) -> None:
+        self._event: NudgeableEvent | None = None
+        self._original: Any = None
+
+    def install(self) -> bool:
+        """Patch DBOS's queue-thread entry point (before `DBOS.launch`); True if it could."""
+        current = getattr(dbos_internals, "queue_thread", None)
+        if current is None:
+            log.warning("DBOS has no queue_thread: queued turns start at the next poll")
+            return False
+        if getattr(current, "_nightowl_nudge", None) is self:
+            return True
+        original = getattr(current, "_nightowl_original", current)
+
+        def queue_thread(stop_event: threading.Event, dbos: Any) -> None:
+            if type(stop_event) is threading.Event:
+                stop_event.__class__ = NudgeableEvent
+                self._event = stop_event  # type: ignore[assignment]
+            original(stop_event, dbos)
+
+        queue_thread._nightowl_nudge = self  # type: ignore[attr-defined]
+        queue_thread._nightowl_original = original  # type: ignore[attr-defined]
+        dbos_internals.queue_thread = queue_thread  # type: ignore[attr-defined]
+        self._original = original
+        return True
+
+    @property
+    def active(self) -> bool:
+        """True once DBOS's queue threads run with a nudgeable event."""
+        return self._event is not None
+
+    def nudge(self) -> None:
+        """Make every queue thread poll now."""
+        if self._event is not None:
+            self._event.nudge()

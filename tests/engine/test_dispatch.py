@@ -1,0 +1,83 @@
+"""An owner's message is dispatched the moment its turn is enqueued, not at the queue's next
+poll: with polling slowed to once every 5 seconds, each turn still reaches the model within a
+second; and the nudgeable event that makes it so keeps DBOS's stop semantics."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nightowl.engine.queue_nudge import NudgeableEvent
+from tests.e2e.store_view import rows
+from tests.server import ServerProcess, say, wait_for, write_script
+
+
+def _at(value: Any) -> float:
+    return (datetime.fromisoformat(value) if isinstance(value, str) else value).timestamp()
+
+
+@pytest.mark.slow
+def test_a_turn_starts_at_once_however_slowly_the_queue_polls(
+    tmp_path: Path, database_url: str
+) -> None:
+    model = write_script(tmp_path / "s.json", [say("ok", final=True)])
+    slow = {
+        "NIGHTOWL_QUEUE_POLLING_INTERVAL_S": "5",
+        "NIGHTOWL_QUEUE_IDLE_POLLING_INTERVAL_S": "5",
+    }
+    server = ServerProcess(tmp_path / "data", database_url, model=model, env=slow).start()
+    waits = []
+    try:
+        with server.client() as client:
+            for n in range(3):
+                conversation = client.post("/v1/conversations", json={}).json()["id"]
+                sent = client.post(
+                    f"/v1/conversations/{conversation}/messages",
+                    json={"client_id": f"m{n}", "text": "hi"},
+                ).json()
+                started = wait_for(
+                    lambda c=conversation: rows(
+                        database_url,
+                        "SELECT MIN(started_at) FROM model_calls WHERE conversation_id = :c",
+                        c=c,
+                    )[0][0],
+                    timeout=20,
+                )
+                waits.append(_at(started) - _at(sent["created_at"]))
+                time.sleep(0.5)
+    finally:
+        server.stop()
+    # Polling alone would make each wait about 2.5 s on average, up to 5 s.
+    assert max(waits) < 1.5, waits
+
+
+def test_a_nudge_wakes_every_waiter_once_and_a_set_still_stops_them() -> None:
+    event = threading.Event()
+    event.__class__ = NudgeableEvent  # as DBOS made it, re-classed
+    assert isinstance(event, NudgeableEvent)
+    woke: list[tuple[bool, float]] = []
+
+    def waiter() -> None:
+        started = time.monotonic()
+        woke.append((event.wait(timeout=10), time.monotonic() - started))
+
+    threads = [threading.Thread(target=waiter) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    event.nudge()
+    for thread in threads:
+        thread.join(timeout=5)
+    assert len(woke) == 3 and all(not stopped and took < 5 for stopped, took in woke)
+    # A nudge that came while this thread was busy ends its next wait at once, only once.
+    event.nudge()
+    started = time.monotonic()
+    assert event.wait(timeout=10) is False and time.monotonic() - started < 1
+    assert event.wait(timeout=0.2) is False  # no nudge left: it waited out the timeout
+    event.set()
+    assert event.wait(timeout=10) is True and event.is_set()
