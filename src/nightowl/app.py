@@ -18,6 +18,7 @@ from nightowl.api import (
     events,
     files,
     hooks,
+    memory,
     operations,
     routines,
     usage,
@@ -35,6 +36,7 @@ from nightowl.engine.routines import RoutineSchedules
 from nightowl.engine.timers import build_timer_workflow
 from nightowl.engine.turn import TurnDeps, build_turn_workflow
 from nightowl.harness.guard import GuardLimits
+from nightowl.memory.gc import collect_forever
 from nightowl.metrics import Metrics
 from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
@@ -180,6 +182,13 @@ def build_app(settings: Settings) -> FastAPI:
             ),
             asyncio.create_task(RetentionSweep(settings, engine, app.state.metrics).run()),
             asyncio.create_task(
+                collect_forever(
+                    app.state.database,
+                    settings.memory_archive_days,
+                    settings.memory_sweep_interval_s,
+                )
+            ),
+            asyncio.create_task(
                 sleep_idle_forever(
                     app.state.computers, min(60.0, settings.sandbox_idle_sleep_s / 4)
                 )
@@ -214,6 +223,7 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(events.routes)
     app.include_router(hooks.routes)
     app.include_router(routines.routes)
+    app.include_router(memory.routes)
     app.include_router(files.routes)
     app.include_router(usage.routes)
     app.include_router(display.routes)

@@ -73,6 +73,16 @@ class Settings(BaseSettings):
         '"cache_read": 0.3, "cache_write": 3.75, "output": 15}}.',
     )
 
+    memory_archive_days: float = Field(
+        default=90.0,
+        gt=0,
+        description="Facts and work-log entries unused this long are archived (out of the "
+        "prompt, still searchable).",
+    )
+    memory_sweep_interval_s: float = Field(
+        default=600.0, gt=0, description="How often expired notes and unused memory are swept."
+    )
+
     web_fetch_private: bool = Field(
         default=False, description="Let web_fetch reach private and loopback addresses."
     )

@@ -20,6 +20,7 @@ from dbos import DBOS
 from nightowl.computer.computers import Computers
 from nightowl.engine.batches import take_turn_batch
 from nightowl.engine.durable import TurnWorkflow
+from nightowl.engine.memory_pass import build_memory_step
 from nightowl.engine.model_calls import (
     CallStart,
     begin_model_call,
@@ -93,6 +94,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
     database, metrics, running = deps.database, deps.metrics, deps.running
     specs = {name: deps.tools.get(name).spec() for name in deps.tools.names()}  # type: ignore[union-attr]
     summaries = deps.tools.summaries()
+    remember = build_memory_step(database, deps.model, metrics) if deps.model is not None else None
 
     @DBOS.step(name="nightowl.take_batch")
     async def take_batch(turn_id: str) -> dict[str, Any]:
@@ -151,9 +153,8 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         now = utcnow().strftime("%Y-%m-%d %H:%M UTC")
         # The conversation keeps its pinned prompt (a cached prefix); what the server changed
         # since reaches it as notes in the newest message.
-        request = pinned_request(
-            start.pin, SYSTEM_PROMPT, summaries, specs, start.history, f"Current time: {now}."
-        )
+        newest = "\n\n".join(filter(None, [f"Current time: {now}.", start.memory]))
+        request = pinned_request(start.pin, SYSTEM_PROMPT, summaries, specs, start.history, newest)
         try:
             reply = await model.complete(request)
         except Exception as error:
@@ -402,6 +403,8 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                         f"Something went wrong and I stopped ({error}). "
                         "Send a message to try again.",
                     )
+            if remember is not None and batch["seqs"]:
+                await remember(turn_id, conversation_id, batch["owner_id"])
             status = "failed" if outcome == "failed" else "done"
             await record_finish(turn_id, status, error or (None if status == "done" else outcome))
             metrics.turns_finished.labels(outcome=outcome).inc()

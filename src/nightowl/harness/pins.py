@@ -24,6 +24,8 @@ class PromptPin:
     instructions: str
     summaries: tuple[tuple[str, str], ...]
     specs: dict[str, ToolSpec]
+    # The memory section (profile facts, skills, routines) as pinned; see memory/render.py.
+    profile: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The pin as JSON-ready data."""
@@ -34,6 +36,7 @@ class PromptPin:
                 name: [spec.name, spec.description, spec.parameters]
                 for name, spec in self.specs.items()
             },
+            "profile": self.profile,
         }
 
     @classmethod
@@ -43,14 +46,18 @@ class PromptPin:
             instructions=str(data["instructions"]),
             summaries=tuple((str(a), str(b)) for a, b in data["summaries"]),
             specs={name: ToolSpec(s[0], s[1], s[2]) for name, s in data["specs"].items()},
+            profile=str(data.get("profile", "")),
         )
 
 
 def pin_now(
-    instructions: str, summaries: Sequence[tuple[str, str]], specs: dict[str, ToolSpec]
+    instructions: str,
+    summaries: Sequence[tuple[str, str]],
+    specs: dict[str, ToolSpec],
+    profile: str = "",
 ) -> PromptPin:
-    """Pin the prompt as the server would send it now."""
-    return PromptPin(instructions, tuple(summaries), dict(specs))
+    """Pin the prompt as the server would send it now (with the memory section `profile`)."""
+    return PromptPin(instructions, tuple(summaries), dict(specs), profile)
 
 
 def effective_specs(pin: PromptPin, current: dict[str, ToolSpec]) -> dict[str, ToolSpec]:
@@ -98,4 +105,5 @@ def pinned_request(
         history,
         "\n".join([newest, *notes]),
         instructions=pin.instructions,
+        profile=pin.profile,
     )

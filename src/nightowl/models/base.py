@@ -26,6 +26,7 @@ class ModelRequest:
     messages: tuple[Entry, ...]
     max_output_tokens: int = 2048
     tool_names: tuple[str, ...] = ()  # every tool the prompt names, loaded or not
+    purpose: str = "turn"  # turn | memory (the memory pass); scripted models key on it
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nightowl.tools.files import FILE_TOOLS
 from nightowl.tools.loading import load_tools_tool
+from nightowl.tools.memory import MEMORY_TOOLS
 from nightowl.tools.messaging import SEND_TO_USER
 from nightowl.tools.outputs import READ_OUTPUT
 from nightowl.tools.registry import ToolRegistry
@@ -26,6 +27,7 @@ def builtin_registry(allow_private_fetch: bool = False) -> ToolRegistry:
             web_fetch_tool(allow_private_fetch),
             SHELL,
             *FILE_TOOLS,
+            *MEMORY_TOOLS,
         ]
     )
     registry.add(load_tools_tool(registry))

@@ -1,0 +1,68 @@
+"""Memory search as the agent and the owner use it: full-text, fused by reciprocal rank with
+semantic search when an embedder is installed (see memory/semantic.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from sqlalchemy.orm import Session
+
+from nightowl.memory.search import Hit, full_text_search
+from nightowl.store.tables import utcnow
+
+RRF_K = 60  # the usual constant of reciprocal rank fusion
+DEPTH = 30  # how deep each ranking goes into the fusion
+
+
+class SemanticSearch(Protocol):
+    """A ranking by meaning (nearest embeddings first)."""
+
+    def search(
+        self,
+        session: Session,
+        user_id: str,
+        query: str,
+        *,
+        kinds: Sequence[str] | None,
+        limit: int,
+        now: datetime,
+    ) -> list[Hit]:
+        """The user's items nearest in meaning to `query`."""
+        ...
+
+
+def fuse(rankings: Sequence[Sequence[Hit]], limit: int) -> list[Hit]:
+    """Reciprocal rank fusion: an item scores the sum of 1/(60 + rank) over the rankings."""
+    scores: dict[tuple[str, str], float] = {}
+    first: dict[tuple[str, str], Hit] = {}
+    for ranking in rankings:
+        for position, hit in enumerate(ranking, start=1):
+            key = (hit.kind, hit.item_id)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + position)
+            first.setdefault(key, hit)
+    ordered = sorted(scores, key=lambda k: (-scores[k], -first[k].at.timestamp(), k))
+    return [
+        Hit(first[k].kind, first[k].item_id, first[k].text, first[k].at, round(scores[k], 6))
+        for k in ordered[:limit]
+    ]
+
+
+def search_memory(
+    session: Session,
+    user_id: str,
+    query: str,
+    *,
+    kinds: Sequence[str] | None = None,
+    limit: int = 10,
+    semantic: SemanticSearch | None = None,
+    now: datetime | None = None,
+) -> list[Hit]:
+    """The user's best matches: full-text alone, or fused with semantic search."""
+    moment = now or utcnow()
+    if semantic is None:
+        return full_text_search(session, user_id, query, kinds=kinds, limit=limit, now=moment)
+    words = full_text_search(session, user_id, query, kinds=kinds, limit=DEPTH, now=moment)
+    meaning = semantic.search(session, user_id, query, kinds=kinds, limit=DEPTH, now=moment)
+    return fuse([words, meaning], limit)
