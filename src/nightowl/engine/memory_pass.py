@@ -15,7 +15,7 @@ from nightowl.store.database import Database
 
 log = logging.getLogger(__name__)
 
-MemoryStep = Callable[[str, str, str], Awaitable[dict[str, Any]]]
+MemoryStep = Callable[[str, str, str, bool], Awaitable[dict[str, Any]]]
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -33,13 +33,18 @@ def build_memory_step(database: Database, model: Model, metrics: Metrics) -> Mem
         backoff_rate=2.0,
         should_retry=_is_transient,
     )
-    async def memory_pass(turn_id: str, conversation_id: str, owner_id: str) -> dict[str, Any]:
+    async def memory_pass(
+        turn_id: str, conversation_id: str, owner_id: str, use_model: bool
+    ) -> dict[str, Any]:
         metrics.steps.labels(kind="memory_pass").inc()
-        return await run_memory_pass(database, model, turn_id, conversation_id, owner_id)
+        return await run_memory_pass(database, model, turn_id, conversation_id, owner_id, use_model)
 
-    async def remember(turn_id: str, conversation_id: str, owner_id: str) -> dict[str, Any]:
+    async def remember(
+        turn_id: str, conversation_id: str, owner_id: str, use_model: bool
+    ) -> dict[str, Any]:
+        """Run the pass; a turn that did not finish normally gets only its log entry."""
         try:
-            return await memory_pass(turn_id, conversation_id, owner_id)
+            return await memory_pass(turn_id, conversation_id, owner_id, use_model)
         except Exception as error:  # memory is best effort: the turn itself is done
             metrics.errors.labels(where="memory_pass").inc()
             log.warning("memory pass failed", extra={"error": repr(error)[:300]})

@@ -404,7 +404,8 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                         "Send a message to try again.",
                     )
             if remember is not None and batch["seqs"]:
-                await remember(turn_id, conversation_id, batch["owner_id"])
+                # A turn stopped by a budget or the guard, or failed, spends no more on models.
+                await remember(turn_id, conversation_id, batch["owner_id"], outcome == "done")
             status = "failed" if outcome == "failed" else "done"
             await record_finish(turn_id, status, error or (None if status == "done" else outcome))
             metrics.turns_finished.labels(outcome=outcome).inc()

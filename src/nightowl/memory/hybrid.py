@@ -32,6 +32,10 @@ class SemanticSearch(Protocol):
         """The user's items nearest in meaning to `query`."""
         ...
 
+    def embed_pending(self, session: Session, user_id: str | None = None, limit: int = 256) -> int:
+        """Embed items that have no vector yet; how many were."""
+        ...
+
 
 def fuse(rankings: Sequence[Sequence[Hit]], limit: int) -> list[Hit]:
     """Reciprocal rank fusion: an item scores the sum of 1/(60 + rank) over the rankings."""

@@ -282,9 +282,16 @@ def write_pass(
 
 
 async def run_memory_pass(
-    database: Database, model: Model, turn_id: str, conversation_id: str, user_id: str
+    database: Database,
+    model: Model,
+    turn_id: str,
+    conversation_id: str,
+    user_id: str,
+    use_model: bool = True,
 ) -> dict[str, Any]:
-    """The whole pass for one turn (safe to run twice: the second run writes nothing)."""
+    """The whole pass for one turn (safe to run twice: the second run writes nothing).
+    Without `use_model` (a turn stopped by a budget or the guard) only the work-log entry is
+    written, made from the turn itself."""
 
     def read() -> PassInput:
         with database.read() as session:
@@ -293,7 +300,10 @@ async def run_memory_pass(
     given = await asyncio.to_thread(read)
     if given.done or not given.messages:
         return {"skipped": True}
-    planned, ops, result, replies = await plan_pass(model, given, utcnow().strftime("%Y-%m-%d"))
+    if use_model:
+        planned, ops, result, replies = await plan_pass(model, given, utcnow().strftime("%Y-%m-%d"))
+    else:
+        planned, ops, result, replies = list(given.items), Operations(), PassResult(), []
     usage = (
         sum(r.usage.input_tokens for r in replies),
         sum(r.usage.output_tokens for r in replies),
