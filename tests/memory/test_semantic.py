@@ -47,6 +47,9 @@ def test_fusion_rewards_agreement() -> None:
     fused = fuse([[a, b], [c, b]], limit=3)
     assert fused[0].item_id == "b"
     assert {h.item_id for h in fused} == {"a", "b", "c"}
+    # A lighter first ranking: its top item falls behind the second ranking's.
+    weighted = fuse([[a], [c]], limit=2, weights=[0.5, 1.0])
+    assert [h.item_id for h in weighted] == ["c", "a"]
 
 
 def test_a_paraphrase_finds_a_fact_full_text_misses(

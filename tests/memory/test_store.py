@@ -172,8 +172,10 @@ def test_full_text_search_finds_every_kind_for_its_user_only(database: Database)
 def test_search_prefers_the_newer_of_two_equal_matches(database: Database) -> None:
     owner, _ = _users(database)
     with database.write() as session:
-        old = write_entry(session, owner, "Paid the electricity bill.", turn_id="a")
-        new = write_entry(session, owner, "Paid the electricity bill.", turn_id="b")
+        old = write_entry(session, owner, "Paid the electricity bill in March.", turn_id="a")
+        new = write_entry(session, owner, "Paid the electricity bill in April.", turn_id="b")
+        # The same text twice shows once (the better hit).
+        write_entry(session, owner, "Paid the electricity bill in April.", turn_id="c")
         from nightowl.store.memory_tables import WorkLogEntry
 
         session.execute(
@@ -185,8 +187,10 @@ def test_search_prefers_the_newer_of_two_equal_matches(database: Database) -> No
         session.execute(
             update(WorkLogEntry)
             .where(WorkLogEntry.id == old.id)
-            .values(summary="Paid the electricity bill.")
+            .values(summary="Paid the electricity bill in March.")
         )
     with database.read() as session:
         hits = full_text_search(session, owner, "electricity bill")
-    assert [h.item_id for h in hits] == [new.id, old.id]
+    assert [h.item_id for h in hits][1:] == [old.id]
+    assert hits[0].text == "Paid the electricity bill in April." and len(hits) == 2
+    assert new.id

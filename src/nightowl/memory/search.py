@@ -123,7 +123,19 @@ def rank(
         score = (relevance / best) * (0.8 + 0.2 * recency)
         hits.append(Hit(kind, item_id, body, at, round(score, 6)))
     hits.sort(key=lambda h: (-h.score, -h.at.timestamp(), h.item_id))
-    return hits[:limit]
+    return distinct(hits)[:limit]
+
+
+def distinct(hits: Sequence[Hit]) -> list[Hit]:
+    """Hits without repeats: of items with the same text only the first (best) stays."""
+    seen: set[str] = set()
+    kept = []
+    for hit in hits:
+        key = " ".join(hit.text.lower().split())
+        if key not in seen:
+            seen.add(key)
+            kept.append(hit)
+    return kept
 
 
 def full_text_search(

@@ -11,13 +11,16 @@ from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import and_, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
-from nightowl.memory.search import KINDS, Hit
+from nightowl.memory.search import KINDS, Hit, distinct
 from nightowl.store.memory_tables import MemoryIndexRow, MemoryVector
 
 MAX_EMBED_CHARS = 1_000
+MAX_CACHED_USERS = 32  # users whose vectors stay in memory between searches
+# A user's vectors in memory: their (kind, item id) keys, kinds, and the matrix.
+Loaded = tuple[list[tuple[str, str]], NDArray[np.str_], NDArray[np.float32]]
 
 
 class Embedder(Protocol):
@@ -37,6 +40,7 @@ class SemanticIndex:
         self._make = make_embedder
         self._embedder: Embedder | None = None
         self._lock = threading.Lock()
+        self._cache: dict[str, tuple[tuple[int, int], Loaded]] = {}
 
     @property
     def embedder(self) -> Embedder:
@@ -50,6 +54,35 @@ class SemanticIndex:
                 else:
                     self._embedder = self._make()
             return self._embedder
+
+    def _vectors(self, session: Session, user_id: str) -> Loaded | None:
+        """The user's (keys, kinds, matrix), read again only when a vector was added or
+        removed since (their count and newest id say so)."""
+        count, newest = session.execute(
+            select(func.count(MemoryVector.id), func.max(MemoryVector.id)).where(
+                MemoryVector.user_id == user_id
+            )
+        ).one()
+        if not count:
+            return None
+        stamp = (int(count), int(newest))
+        with self._lock:
+            cached = self._cache.get(user_id)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        rows = session.execute(
+            select(MemoryVector.kind, MemoryVector.item_id, MemoryVector.vector).where(
+                MemoryVector.user_id == user_id
+            )
+        ).all()
+        keys = [(str(r[0]), str(r[1])) for r in rows]
+        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
+        loaded = (keys, np.array([k for k, _ in keys]), matrix.reshape(len(rows), -1))
+        with self._lock:
+            self._cache[user_id] = (stamp, loaded)
+            while len(self._cache) > MAX_CACHED_USERS:
+                self._cache.pop(next(iter(self._cache)))
+        return loaded
 
     def embed_pending(self, session: Session, user_id: str | None = None, limit: int = 256) -> int:
         """Embed up to `limit` indexed items that have no vector yet; how many were."""
@@ -103,20 +136,17 @@ class SemanticIndex:
     ) -> list[Hit]:
         """The user's live items nearest in meaning to `query`, best first."""
         chosen = [k for k in (kinds or KINDS) if k in KINDS]
-        rows = session.execute(
-            select(MemoryVector.kind, MemoryVector.item_id, MemoryVector.vector).where(
-                MemoryVector.user_id == user_id, MemoryVector.kind.in_(chosen)
-            )
-        ).all()
-        if not rows or not query.strip():
+        vectors = self._vectors(session, user_id)
+        if vectors is None or not query.strip():
             return []
-        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(
-            len(rows), -1
-        )
+        keys, kinds_of, matrix = vectors
         target = self.embedder.embed([query[:MAX_EMBED_CHARS]])[0]
-        scores = matrix @ target
-        best = np.argsort(-scores)[: limit * 2]
-        wanted = {(rows[i][0], rows[i][1]): float(scores[i]) for i in best}
+        # einsum, not BLAS: BLAS threads spin against a busy machine for a product this small.
+        scores = np.einsum("ij,j->i", matrix, target)
+        if len(chosen) < len(KINDS):
+            scores[~np.isin(kinds_of, chosen)] = -np.inf
+        best = [i for i in np.argsort(-scores)[: limit * 3] if np.isfinite(scores[i])]
+        wanted = {keys[i]: float(scores[i]) for i in best}
         found = session.execute(
             select(
                 MemoryIndexRow.kind,
@@ -134,5 +164,5 @@ class SemanticIndex:
             for kind, item_id, body, at, expires in found
             if (kind, item_id) in wanted and (expires is None or expires > now)
         ]
-        hits.sort(key=lambda h: (-h.score, h.item_id))
-        return hits[:limit]
+        hits.sort(key=lambda h: (-h.score, -h.at.timestamp(), h.item_id))
+        return distinct(hits)[:limit]

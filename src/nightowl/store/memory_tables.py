@@ -142,9 +142,15 @@ class MemoryVector(Base):
     """The embedding of an indexed item (optional semantic search), as float32 bytes."""
 
     __tablename__ = "memory_vectors"
-    __table_args__ = (Index("ix_memory_vectors_user", "user_id"),)
-    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
-    item_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    __table_args__ = (
+        UniqueConstraint("kind", "item_id", name="uq_memory_vectors_item"),
+        Index("ix_memory_vectors_user", "user_id", "id"),
+    )
+    # Grows with every vector written: (count, max id) of a user's vectors tells a cached
+    # matrix whether it is still current.
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    item_id: Mapped[str] = mapped_column(String(64))
     user_id: Mapped[str] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(100))
     vector: Mapped[bytes] = mapped_column(LargeBinary)

@@ -158,13 +158,15 @@ def _tables() -> None:
     op.create_index("ix_memory_index_user", "memory_index", ["user_id", "kind"])
     op.create_table(
         "memory_vectors",
-        sa.Column("kind", sa.String(16), primary_key=True),
-        sa.Column("item_id", sa.String(64), primary_key=True),
+        sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
+        sa.Column("kind", sa.String(16), nullable=False),
+        sa.Column("item_id", sa.String(64), nullable=False),
         sa.Column("user_id", sa.String(64), nullable=False),
         sa.Column("model", sa.String(100), nullable=False),
         sa.Column("vector", sa.LargeBinary(), nullable=False),
+        sa.UniqueConstraint("kind", "item_id", name="uq_memory_vectors_item"),
     )
-    op.create_index("ix_memory_vectors_user", "memory_vectors", ["user_id"])
+    op.create_index("ix_memory_vectors_user", "memory_vectors", ["user_id", "id"])
 
 
 def _sqlite_index() -> None:
