@@ -106,6 +106,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         ),
         prices=PriceTable(settings.prices),
         cache_lifetime_s=settings.cache_lifetime_s,
+        memory_pass=settings.memory_pass,
         blob_dir=settings.blob_dir,
         schedule_timer=engine.schedule_timer,
         running=engine.running,

@@ -79,6 +79,12 @@ class Settings(BaseSettings):
         description="Facts and work-log entries unused this long are archived (out of the "
         "prompt, still searchable).",
     )
+    memory_pass: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="The model-driven memory pass after each turn. auto: on, except with the "
+        "embedded local model (each pass would cost a long CPU-bound call and its prompt "
+        "cache); off: only the work log, made from the turn itself.",
+    )
     memory_semantic: Literal["auto", "off"] = Field(
         default="auto",
         description="auto: memory search also ranks by meaning when the optional packages "

@@ -146,3 +146,25 @@ def test_a_profile_change_mid_conversation_keeps_the_cached_prefix(
     # The change reached the newest message, after the cached prefix.
     assert "+ Has a dog called Rex" in json.dumps(second["messages"][-1])
     assert second["messages"][: len(first["messages"]) - 1] == first["messages"][:-1]
+
+
+def test_with_the_pass_off_a_turn_still_gets_its_log_entry(
+    tmp_path: Path, database_url: str
+) -> None:
+    model = _script(tmp_path / "s.json", [{"when": "", **_update(add=[{"text": "Likes tea"}])}])
+    env = {"NIGHTOWL_MEMORY_PASS": "off"}
+    server = ServerProcess(tmp_path / "data", database_url, model=model, env=env).start()
+    try:
+        with server.client() as client:
+            conversation = client.post("/v1/conversations", json={}).json()["id"]
+            client.post(
+                f"/v1/conversations/{conversation}/messages",
+                json={"client_id": "m", "text": "I like tea."},
+            )
+            wait_for(lambda: _done(database_url, conversation), timeout=60)
+            facts = client.get("/v1/memory/facts").json()
+            log = client.get("/v1/memory/log").json()
+    finally:
+        server.stop()
+    assert facts == []  # no model was asked
+    assert [e["summary"] for e in log] == ["Asked: I like tea. Told the owner: ok."]

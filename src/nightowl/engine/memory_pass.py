@@ -18,6 +18,11 @@ log = logging.getLogger(__name__)
 MemoryStep = Callable[[str, str, str, bool], Awaitable[dict[str, Any]]]
 
 
+def is_local(model: Model) -> bool:
+    """Whether the model is the embedded local one (a pass would cost long CPU time)."""
+    return model.name.startswith("local")
+
+
 def _is_transient(error: BaseException) -> bool:
     return isinstance(error, TransientModelError)
 

@@ -20,7 +20,7 @@ from dbos import DBOS
 from nightowl.computer.computers import Computers
 from nightowl.engine.batches import take_turn_batch
 from nightowl.engine.durable import TurnWorkflow
-from nightowl.engine.memory_pass import build_memory_step
+from nightowl.engine.memory_pass import build_memory_step, is_local
 from nightowl.engine.model_calls import (
     CallStart,
     begin_model_call,
@@ -83,6 +83,7 @@ class TurnDeps:
     computers: Computers | None = None
     prices: PriceTable = field(default_factory=PriceTable)
     cache_lifetime_s: float = 300.0  # how long a provider keeps a prefix cached
+    memory_pass: str = "auto"  # auto | on | off (see Settings.memory_pass)
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -95,6 +96,9 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
     specs = {name: deps.tools.get(name).spec() for name in deps.tools.names()}  # type: ignore[union-attr]
     summaries = deps.tools.summaries()
     remember = build_memory_step(database, deps.model, metrics) if deps.model is not None else None
+    pass_uses_model = deps.memory_pass == "on" or (
+        deps.memory_pass == "auto" and deps.model is not None and not is_local(deps.model)
+    )
 
     @DBOS.step(name="nightowl.take_batch")
     async def take_batch(turn_id: str) -> dict[str, Any]:
@@ -405,7 +409,8 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     )
             if remember is not None and batch["seqs"]:
                 # A turn stopped by a budget or the guard, or failed, spends no more on models.
-                await remember(turn_id, conversation_id, batch["owner_id"], outcome == "done")
+                use_model = pass_uses_model and outcome == "done"
+                await remember(turn_id, conversation_id, batch["owner_id"], use_model)
             status = "failed" if outcome == "failed" else "done"
             await record_finish(turn_id, status, error or (None if status == "done" else outcome))
             metrics.turns_finished.labels(outcome=outcome).inc()

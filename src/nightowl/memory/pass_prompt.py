@@ -19,6 +19,7 @@ from nightowl.memory.plan import Item, Operations
 from nightowl.models.base import ModelReply, ModelRequest, ToolSpec
 
 PURPOSE = "memory"
+MAX_OUTPUT_TOKENS = 1024  # a pass says little: a few facts and a log line
 CONSOLIDATE_MARK = "The profile is over its bounds"
 MAX_TURN_CHARS = 12_000
 
@@ -132,6 +133,7 @@ def pass_request(
         tools=(UPDATE_MEMORY,),
         messages=(Entry(kind="user", text=text, trust="agent"),),
         tool_names=("update_memory",),
+        max_output_tokens=MAX_OUTPUT_TOKENS,
         purpose=PURPOSE,
     )
 
@@ -149,6 +151,7 @@ def consolidation_request(items: Sequence[Item]) -> ModelRequest:
         tools=(UPDATE_MEMORY,),
         messages=(Entry(kind="user", text=text, trust="agent"),),
         tool_names=("update_memory",),
+        max_output_tokens=MAX_OUTPUT_TOKENS,
         purpose=PURPOSE,
     )
 
