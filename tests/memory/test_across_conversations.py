@@ -36,6 +36,13 @@ def _turn(client: httpx.Client, url: str, text: str) -> str:
         ),
         timeout=60,
     )
+    # The memory pass runs after the turn, in a workflow of its own.
+    wait_for(
+        lambda: rows(
+            url, "SELECT turn_id FROM memory_passes WHERE conversation_id = :c", c=conversation
+        ),
+        timeout=60,
+    )
     return conversation
 
 

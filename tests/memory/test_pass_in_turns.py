@@ -33,8 +33,12 @@ def _script(path: Path, memory: list[dict[str, Any]]) -> str:
 
 
 def _done(url: str, conversation: str, turns: int = 1) -> bool:
+    """The conversation's turns are done, and so are their memory passes (which run after)."""
     found = rows(url, "SELECT status FROM turns WHERE conversation_id = :c", c=conversation)
-    return found == [("done",)] * turns
+    passes = rows(
+        url, "SELECT turn_id FROM memory_passes WHERE conversation_id = :c", c=conversation
+    )
+    return found == [("done",)] * turns and len(passes) == turns
 
 
 def test_500_facts_offered_in_a_turn_stay_within_bounds(tmp_path: Path, database_url: str) -> None:

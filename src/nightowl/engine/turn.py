@@ -20,7 +20,7 @@ from dbos import DBOS
 from nightowl.computer.computers import Computers
 from nightowl.engine.batches import take_turn_batch
 from nightowl.engine.durable import TurnWorkflow
-from nightowl.engine.memory_pass import build_memory_step, is_local
+from nightowl.engine.memory_pass import build_memory_pass, is_local
 from nightowl.engine.model_calls import (
     CallStart,
     begin_model_call,
@@ -95,7 +95,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
     database, metrics, running = deps.database, deps.metrics, deps.running
     specs = {name: deps.tools.get(name).spec() for name in deps.tools.names()}  # type: ignore[union-attr]
     summaries = deps.tools.summaries()
-    remember = build_memory_step(database, deps.model, metrics) if deps.model is not None else None
+    remember = build_memory_pass(database, deps.model, metrics) if deps.model is not None else None
     pass_uses_model = deps.memory_pass == "on" or (
         deps.memory_pass == "auto" and deps.model is not None and not is_local(deps.model)
     )
@@ -407,12 +407,12 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                         f"Something went wrong and I stopped ({error}). "
                         "Send a message to try again.",
                     )
+            status = "failed" if outcome == "failed" else "done"
+            await record_finish(turn_id, status, error or (None if status == "done" else outcome))
             if remember is not None and batch["seqs"]:
                 # A turn stopped by a budget or the guard, or failed, spends no more on models.
                 use_model = pass_uses_model and outcome == "done"
                 await remember(turn_id, conversation_id, batch["owner_id"], use_model)
-            status = "failed" if outcome == "failed" else "done"
-            await record_finish(turn_id, status, error or (None if status == "done" else outcome))
             metrics.turns_finished.labels(outcome=outcome).inc()
             metrics.turn_seconds.observe(time.perf_counter() - started)
             log.info("turn finished", extra={"outcome": outcome})
