@@ -8,6 +8,8 @@ import os
 import subprocess
 import time
 
+from nightowl.memory.worklog import write_entry
+from nightowl.store.database import Database
 from tests.server import NIGHTOWL, ServerProcess
 
 
@@ -137,3 +139,29 @@ def test_the_memory_page_is_served(server: ServerProcess) -> None:
         assert page.status_code == 200 and "Profile facts" in page.text
         assert "default-src 'none'" in page.headers["content-security-policy"]
         assert client.get("/app/memory.js").status_code == 200
+
+
+def test_the_owner_corrects_the_work_log_and_no_one_else_can(server: ServerProcess) -> None:
+    with server.client() as client:
+        owner = client.get("/v1/me").json()["id"]
+    database = Database(server.env["NIGHTOWL_DATABASE_URL"])
+    try:
+        with database.write() as session:
+            entry = write_entry(session, owner, "Booked the dentist for Tuesday.")
+    finally:
+        database.dispose()
+    with server.client() as client:
+        assert [e["summary"] for e in client.get("/v1/memory/log").json()] == [
+            "Booked the dentist for Tuesday."
+        ]
+        fixed = client.patch(f"/v1/memory/log/{entry.id}", json={"summary": "Booked it for Wed."})
+        assert fixed.status_code == 200 and fixed.json()["summary"] == "Booked it for Wed."
+        empty = client.patch(f"/v1/memory/log/{entry.id}", json={"summary": ""})
+        assert empty.status_code == 422 and "summary" in empty.json()["error"]["message"]
+        with server.client(token=_member_token(server, f"l-{time.monotonic_ns()}")) as other:
+            assert other.get("/v1/memory/log").json() == []
+            edit = other.patch(f"/v1/memory/log/{entry.id}", json={"summary": "x"})
+            assert edit.status_code == 404
+            assert other.delete(f"/v1/memory/log/{entry.id}").status_code == 404
+        assert client.delete(f"/v1/memory/log/{entry.id}").status_code == 204
+        assert client.get("/v1/memory/log").json() == []
