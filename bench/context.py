@@ -116,7 +116,7 @@ class Conversation:
 
     def __post_init__(self) -> None:
         self.summaries = [(n, s.description) for n, s in sorted(self.specs.items())]
-        self.pin = pin_now(SYSTEM_PROMPT, self.summaries, self.specs, self.groups)
+        self.pin = pin_now(SYSTEM_PROMPT, self.summaries, self.specs, groups=self.groups)
 
     def request(self, note: str) -> ModelRequest:
         """The next request, exactly as the turn workflow assembles it."""
@@ -134,7 +134,7 @@ class Conversation:
         """Replace the history by the summary and re-pin the server's current prompt."""
         kept = latest_user_facing(self.history, 6)
         self.history = [compacted_entry(summary, kept, self.history)]
-        self.pin = pin_now(SYSTEM_PROMPT, self.summaries, self.specs, self.groups)
+        self.pin = pin_now(SYSTEM_PROMPT, self.summaries, self.specs, groups=self.groups)
 
 
 def requests(turns: int, compact_at: int) -> Iterator[tuple[str, ModelRequest]]:

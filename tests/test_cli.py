@@ -51,7 +51,7 @@ def test_doctor_reports_each_check_and_what_to_do(tmp_path: Path) -> None:
     assert healthy.returncode == 0, healthy.stdout
     for name in ("database", "migrations", "engine", "model", "sandbox", "backend bubblewrap"):
         assert f"] {name}:" in healthy.stdout
-    for name in ("backend gvisor", "cgroups", "egress", "desktop", "browser"):
+    for name in ("backend gvisor", "cgroups", "egress", "desktop", "browser", "memory search"):
         assert f"] {name}:" in healthy.stdout
     broken = _run(
         "doctor",

@@ -18,6 +18,7 @@ from nightowl.api import (
     events,
     files,
     hooks,
+    memory,
     operations,
     routines,
     usage,
@@ -37,6 +38,8 @@ from nightowl.engine.timers import build_timer_workflow
 from nightowl.engine.turn import TurnDeps, build_turn_workflow
 from nightowl.engine.warming import CacheWarmer
 from nightowl.harness.guard import GuardLimits
+from nightowl.memory.gc import collect_forever
+from nightowl.memory.semantic_setup import embed_forever, installed_semantic_index
 from nightowl.metrics import Metrics
 from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
@@ -84,7 +87,9 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     browsers = Browsers(computers)  # its relay socket lives in a fresh root-only temp dir
     computers.before_sleep.append(browsers.close_user)  # the profile is flushed first
     app.state.browsers = browsers
-    tools = builtin_registry(settings.web_fetch_private)
+    semantic = installed_semantic_index() if settings.memory_semantic == "auto" else None
+    app.state.semantic = semantic
+    tools = builtin_registry(settings.web_fetch_private, semantic)
     desktops = Desktops(computers)
     app.state.desktops = desktops
     for tool in [*browser_tools(browsers), *desktop_tools(desktops)]:
@@ -103,6 +108,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         ),
         prices=PriceTable(settings.prices),
         cache_lifetime_s=settings.cache_lifetime_s,
+        memory_pass=settings.memory_pass,
         blob_dir=settings.blob_dir,
         schedule_timer=engine.schedule_timer,
         running=engine.running,
@@ -209,6 +215,26 @@ def build_app(settings: Settings) -> FastAPI:
                 Heartbeat(settings, app.state.database, engine, app.state.metrics).run()
             ),
             asyncio.create_task(RetentionSweep(settings, engine, app.state.metrics).run()),
+            *(
+                [
+                    asyncio.create_task(
+                        embed_forever(
+                            app.state.database,
+                            app.state.semantic,
+                            settings.memory_embed_interval_s,
+                        )
+                    )
+                ]
+                if app.state.semantic is not None
+                else []
+            ),
+            asyncio.create_task(
+                collect_forever(
+                    app.state.database,
+                    settings.memory_archive_days,
+                    settings.memory_sweep_interval_s,
+                )
+            ),
             asyncio.create_task(
                 sleep_idle_forever(
                     app.state.computers, min(60.0, settings.sandbox_idle_sleep_s / 4)
@@ -244,6 +270,7 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(events.routes)
     app.include_router(hooks.routes)
     app.include_router(routines.routes)
+    app.include_router(memory.routes)
     app.include_router(files.routes)
     app.include_router(usage.routes)
     app.include_router(display.routes)

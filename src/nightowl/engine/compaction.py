@@ -28,6 +28,7 @@ from nightowl.harness.pins import PromptPin, pin_now
 from nightowl.harness.prompt import SYSTEM_PROMPT
 from nightowl.harness.sections import request_sections
 from nightowl.harness.transcript import Entry
+from nightowl.memory.context import profile_for_pin
 from nightowl.metrics import Metrics
 from nightowl.models.base import Model, ModelReply, ToolSpec
 from nightowl.models.pricing import PriceTable
@@ -104,8 +105,16 @@ def build_compaction_workflow(
             if wakes_within(upcoming_wakes(session, conversation_id, now), now, settings.idle_s):
                 return "wake due"
             size = last_prompt_size(session, after_turn)
-            pin = prompt_pin(
-                session, conversation_id, lambda: pin_now(SYSTEM_PROMPT, summaries, specs, groups)
+            pin = prompt_pin(  # pinned by the turn already; the factory is a fallback
+                session,
+                conversation_id,
+                lambda: pin_now(
+                    SYSTEM_PROMPT,
+                    summaries,
+                    specs,
+                    groups=groups,
+                    profile=profile_for_pin(session, conversation_id),
+                ),
             )
             history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
             through = last_entry_id(session, conversation_id)

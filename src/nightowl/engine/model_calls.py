@@ -22,6 +22,7 @@ from nightowl.harness.sections import (
     shared_prefix_tokens,
 )
 from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.memory.context import memory_note, profile_for_pin
 from nightowl.metrics import Metrics
 from nightowl.models.base import ModelReply, ToolSpec
 from nightowl.models.pricing import PriceTable
@@ -51,6 +52,7 @@ class CallStart:
     history: list[Entry]
     record: str  # the model_calls row of this call ("" when stopped)
     pin: PromptPin
+    memory: str = ""  # memory's part of the newest note (see memory/context.py)
 
 
 def begin_model_call(
@@ -69,19 +71,28 @@ def begin_model_call(
     """Pin the prompt (once per conversation), check budgets and the guard, load the history
     and record the call as started."""
     pin = prompt_pin(
-        session, conversation_id, lambda: pin_now(SYSTEM_PROMPT, summaries, specs, groups)
+        session,
+        conversation_id,
+        lambda: pin_now(
+            SYSTEM_PROMPT,
+            summaries,
+            specs,
+            groups=groups,
+            profile=profile_for_pin(session, conversation_id),
+        ),
     )
     midnight = datetime.combine(utcnow().date(), day_start.min, tzinfo=utcnow().tzinfo)
     over = budget_stop(limits, spending_today(session, turn_id, midnight))
     stop = over or check_guard(limits, step, [ToolCall.from_dict(c) for c in calls_so_far])
     history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
-    record = ""
+    record, memory = "", ""
     if not stop:
         record = start_model_call(session, conversation_id, turn_id, step, model_name)
         set_activity(session, turn_id, "thinking")
+        memory = memory_note(session, conversation_id, pin.profile, history)
     # A budget speaks once a day, however many turns it stops.
     once = f"budget:{midnight.date().isoformat()}" if over else None
-    return CallStart(stop, once, history, record, pin)
+    return CallStart(stop, once, history, record, pin, memory)
 
 
 def finish_with_reply(

@@ -22,6 +22,7 @@ from nightowl.computer.computers import Computers
 from nightowl.engine.batches import take_turn_batch
 from nightowl.engine.compaction import CompactionSettings, plan_compaction
 from nightowl.engine.durable import TurnWorkflow
+from nightowl.engine.memory_pass import build_memory_pass, is_local
 from nightowl.engine.model_calls import (
     CallStart,
     begin_model_call,
@@ -88,6 +89,7 @@ class TurnDeps:
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
     # Enqueue a conversation's compaction after a delay (None: never compact).
     schedule_compaction: Callable[[str, str, float], Awaitable[None]] | None = None
+    memory_pass: str = "auto"  # auto | on | off (see Settings.memory_pass)
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -100,6 +102,10 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
     specs = deps.tools.specs()
     groups = deps.tools.groups()
     summaries = deps.tools.summaries()
+    remember = build_memory_pass(database, deps.model, metrics) if deps.model is not None else None
+    pass_uses_model = deps.memory_pass == "on" or (
+        deps.memory_pass == "auto" and deps.model is not None and not is_local(deps.model)
+    )
 
     @DBOS.step(name="nightowl.take_batch")
     async def take_batch(turn_id: str) -> dict[str, Any]:
@@ -159,14 +165,9 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         now = utcnow().strftime("%Y-%m-%d %H:%M UTC")
         # The conversation keeps its pinned prompt (a cached prefix); what the server changed
         # since reaches it as notes in the newest message.
+        newest = "\n\n".join(filter(None, [f"Current time: {now}.", start.memory]))
         request = pinned_request(
-            start.pin,
-            SYSTEM_PROMPT,
-            summaries,
-            specs,
-            start.history,
-            f"Current time: {now}.",
-            groups,
+            start.pin, SYSTEM_PROMPT, summaries, specs, start.history, newest, groups
         )
         try:
             reply = await model.complete(request)
@@ -433,6 +434,10 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     )
             status = "failed" if outcome == "failed" else "done"
             await record_finish(turn_id, status, error or (None if status == "done" else outcome))
+            if remember is not None and batch["seqs"]:
+                # A turn stopped by a budget or the guard, or failed, spends no more on models.
+                use_model = pass_uses_model and outcome == "done"
+                await remember(turn_id, conversation_id, batch["owner_id"], use_model)
             if deps.schedule_compaction is not None and await compaction_due(
                 conversation_id, turn_id
             ):

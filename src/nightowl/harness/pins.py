@@ -25,6 +25,8 @@ class PromptPin:
     summaries: tuple[tuple[str, str], ...]
     specs: dict[str, ToolSpec]
     groups: tuple[tuple[str, str], ...] = ()  # connectors: (group, description)
+    # The memory section (profile facts, skills, routines) as pinned; see memory/render.py.
+    profile: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The pin as JSON-ready data."""
@@ -36,6 +38,7 @@ class PromptPin:
                 for name, spec in self.specs.items()
             },
             "groups": [list(pair) for pair in self.groups],
+            "profile": self.profile,
         }
 
     @classmethod
@@ -46,6 +49,7 @@ class PromptPin:
             summaries=tuple((str(a), str(b)) for a, b in data["summaries"]),
             specs={name: ToolSpec(s[0], s[1], s[2]) for name, s in data["specs"].items()},
             groups=tuple((str(a), str(b)) for a, b in data.get("groups", ())),
+            profile=str(data.get("profile", "")),
         )
 
 
@@ -53,10 +57,12 @@ def pin_now(
     instructions: str,
     summaries: Sequence[tuple[str, str]],
     specs: dict[str, ToolSpec],
+    *,
     groups: Sequence[tuple[str, str]] = (),
+    profile: str = "",
 ) -> PromptPin:
-    """Pin the prompt as the server would send it now."""
-    return PromptPin(instructions, tuple(summaries), dict(specs), tuple(groups))
+    """Pin the prompt as the server would send it now (with the memory section `profile`)."""
+    return PromptPin(instructions, tuple(summaries), dict(specs), tuple(groups), profile)
 
 
 def effective_specs(pin: PromptPin, current: dict[str, ToolSpec]) -> dict[str, ToolSpec]:
@@ -112,4 +118,5 @@ def pinned_request(
         "\n".join([newest, *notes]),
         instructions=pin.instructions,
         groups=pin.groups,
+        profile=pin.profile,
     )

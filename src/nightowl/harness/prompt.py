@@ -69,10 +69,14 @@ def assemble(
     newest_note: str = "",
     instructions: str = SYSTEM_PROMPT,
     groups: Sequence[tuple[str, str]] = (),
+    profile: str = "",
 ) -> ModelRequest:
     """The request for the next model call; `newest_note` (time, what changed) rides last.
-    A conversation passes its pinned instructions, catalogue and schemas (harness/pins.py)."""
+    A conversation passes its pinned instructions, catalogue, schemas and memory section
+    (`profile`, see harness/pins.py)."""
     system = instructions + "\n" + tool_catalogue(summaries, groups)
+    if profile:
+        system += "\n\n" + profile
     tools = tuple(specs[name] for name in loaded_tool_names(history) if name in specs)
     messages = list(history)
     if newest_note:

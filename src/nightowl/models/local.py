@@ -58,7 +58,7 @@ class LocalModel:
             # with the call tag, and write valid JSON arguments. To end, they call
             # send_to_user with final=true (the system prompt says so).
             # A summary (compaction) is plain text; a warming call only reads the prefix.
-            primer = FORCED_CALL if request.purpose == "turn" else ""
+            primer = FORCED_CALL if request.purpose in ("turn", "memory") else ""
             prompt = render(request) + primer
             tokens = llm.tokenize(prompt.encode(), add_bos=False, special=True)
             budget = CONTEXT_TOKENS - len(tokens)

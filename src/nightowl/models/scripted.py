@@ -1,10 +1,13 @@
 """A deterministic model for tests and demos: replies read from a JSON script.
 
 Script: `{"replies": [{"text": "...", "tool_calls": [{"name": ..., "arguments": {...}}],
-"delay": 0.5, "usage": {...}}, ...], "then": "silent" | "repeat_last", "summary": "..."}`. Reply
-*n* answers the conversation's *n*-th model call (counted from the request's history, a
-compaction summary counting the replies it replaced, so a restart or a replay picks the same
-reply). A compaction request is answered with `summary`; a cache-warming one with nothing.
+"delay": 0.5, "usage": {...}}, ...], "then": "silent" | "repeat_last", "summary": "...",
+"memory": [{"when": "text in the request", "tool_calls": [...]}, ...]}`. Reply *n* answers the
+conversation's *n*-th model call (counted from the request's history, a compaction summary
+counting the replies it replaced, so a restart or a replay picks the same reply). A compaction
+request is answered with `summary`; a cache-warming one with nothing. The memory pass (requests
+with purpose "memory") gets the first "memory" reply whose "when" occurs in its request, or an
+empty reply.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ class ScriptedModel:
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         script = self._script()
+        if request.purpose == "memory":
+            return self._memory_reply(script, request)
         replies: list[dict[str, Any]] = script["replies"]
         if request.purpose == "warm":
             return ModelReply(model=self.name, usage=_usage(request, {}))
@@ -53,6 +58,17 @@ class ScriptedModel:
         reply = replies[index]
         if reply.get("delay"):
             await asyncio.sleep(float(reply["delay"]))
+        return self._reply(request, reply, index)
+
+    def _memory_reply(self, script: dict[str, Any], request: ModelRequest) -> ModelReply:
+        # The memory pass's replies: the first whose "when" occurs in the request's text.
+        text = "\n".join(entry.text for entry in request.messages)
+        for reply in script.get("memory", ()):
+            if str(reply.get("when", "")) in text:
+                return self._reply(request, reply, 0)
+        return ModelReply(model=self.name, usage=_usage(request, {}))
+
+    def _reply(self, request: ModelRequest, reply: dict[str, Any], index: int) -> ModelReply:
         calls = tuple(
             ToolCall(
                 id=call.get("id") or f"call_{index}_{n}",

@@ -1,0 +1,333 @@
+"""Memory routes: the owner sees, searches and corrects their facts, work log, notes and skills.
+Another user's items answer 404; bad input answers 422 saying what to send."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+
+from nightowl.api.auth import CurrentUser, database_of
+from nightowl.api.errors import ApiError
+from nightowl.memory import facts, notes, skills, worklog
+from nightowl.memory.hybrid import search_memory
+from nightowl.store.memory_tables import MemoryConsolidation
+
+routes = APIRouter(prefix="/v1/memory", tags=["memory"])
+Kind = Literal["message", "log", "note", "skill", "fact"]
+
+
+class FactOut(BaseModel):
+    """A profile fact and where it came from."""
+
+    id: str
+    text: str
+    trust: str
+    source_conversation_id: str | None
+    source_message_id: str | None
+    source_turn_id: str | None
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    last_used_at: datetime | None
+    use_count: int
+    archived: bool
+
+
+class NewFact(BaseModel):
+    """Body of `POST /v1/memory/facts`."""
+
+    text: str = Field(min_length=1, max_length=facts.MAX_FACT_CHARS)
+
+
+class FactChange(BaseModel):
+    """Body of `PATCH /v1/memory/facts/{id}`: new text, and/or archive or restore it."""
+
+    text: str | None = Field(default=None, min_length=1, max_length=facts.MAX_FACT_CHARS)
+    archived: bool | None = None
+
+
+class LogEntryOut(BaseModel):
+    """A work-log entry."""
+
+    id: str
+    conversation_id: str | None
+    turn_id: str | None
+    summary: str
+    created_at: datetime
+    last_used_at: datetime | None
+    use_count: int
+    archived: bool
+
+
+class LogChange(BaseModel):
+    """Body of `PATCH /v1/memory/log/{id}`."""
+
+    summary: str = Field(min_length=1, max_length=worklog.MAX_ENTRY_CHARS)
+
+
+class NoteOut(BaseModel):
+    """A live note."""
+
+    id: str
+    conversation_id: str | None
+    text: str
+    created_at: datetime
+    expires_at: datetime
+
+
+class SkillOut(BaseModel):
+    """A skill."""
+
+    id: str
+    name: str
+    description: str
+    body: str
+    created_by: str
+    approved: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class NewSkill(BaseModel):
+    """Body of `POST /v1/memory/skills` (the owner's skills are approved)."""
+
+    name: str = Field(min_length=1, max_length=63, examples=["file-expenses"])
+    description: str = Field(min_length=1, max_length=skills.MAX_DESCRIPTION_CHARS)
+    body: str = Field(min_length=1, max_length=skills.MAX_BODY_CHARS)
+
+
+class SkillChange(BaseModel):
+    """Body of `PATCH /v1/memory/skills/{id}`: correct it, or review it (approved)."""
+
+    description: str | None = Field(default=None, min_length=1, max_length=200)
+    body: str | None = Field(default=None, min_length=1, max_length=skills.MAX_BODY_CHARS)
+    approved: bool | None = None
+
+
+class HitOut(BaseModel):
+    """A search result."""
+
+    kind: str
+    id: str
+    text: str
+    at: datetime
+    score: float
+
+
+class ConsolidationOut(BaseModel):
+    """A consolidation of a full profile."""
+
+    id: str
+    turn_id: str | None
+    method: str
+    removed: list[str]
+    added: list[str]
+    detail: str
+    created_at: datetime
+
+
+class MemorySummary(BaseModel):
+    """How full the profile is."""
+
+    facts: int
+    characters: int
+    max_facts: int
+    max_characters: int
+
+
+def _fact(info: facts.FactInfo) -> FactOut:
+    return FactOut(**{k: v for k, v in info.__dict__.items() if k != "user_id"})
+
+
+def _entry(info: worklog.LogEntryInfo) -> LogEntryOut:
+    return LogEntryOut(**{k: v for k, v in info.__dict__.items() if k != "user_id"})
+
+
+def _skill(info: skills.SkillInfo) -> SkillOut:
+    return SkillOut(**{k: v for k, v in info.__dict__.items() if k != "user_id"})
+
+
+@routes.get("")
+def summary(user: CurrentUser, request: Request) -> MemorySummary:
+    """The profile's size against its bounds."""
+    with database_of(request).read() as session:
+        count, chars = facts.profile_size(session, user.id)
+    return MemorySummary(
+        facts=count,
+        characters=chars,
+        max_facts=facts.MAX_FACTS,
+        max_characters=facts.MAX_PROFILE_CHARS,
+    )
+
+
+@routes.get("/facts")
+def list_facts(user: CurrentUser, request: Request, archived: bool = False) -> list[FactOut]:
+    """The caller's profile facts (with `archived=true`, archived ones too)."""
+    with database_of(request).read() as session:
+        return [_fact(f) for f in facts.list_facts(session, user.id, include_archived=archived)]
+
+
+@routes.post("/facts", status_code=201)
+def add_fact(body: NewFact, user: CurrentUser, request: Request) -> FactOut:
+    """Tell nightowl a fact (trusted: it comes from the owner)."""
+    with database_of(request).write() as session:
+        info = facts.add_fact(session, user.id, body.text, facts.Source("owner"), "owner")
+    return _fact(info)
+
+
+@routes.patch("/facts/{fact_id}")
+def change_fact(fact_id: str, body: FactChange, user: CurrentUser, request: Request) -> FactOut:
+    """Correct a fact's text (it becomes the owner's word), or archive or restore it."""
+    if body.text is None and body.archived is None:
+        raise ApiError(422, "invalid_request", "send 'text' and/or 'archived'")
+    with database_of(request).write() as session:
+        info = facts.get_fact(session, user.id, fact_id)
+        if body.text is not None:
+            info = facts.replace_fact(session, user.id, fact_id, body.text, facts.Source("owner"))
+        if body.archived is not None:
+            info = facts.set_archived(session, user.id, fact_id, body.archived)
+    return _fact(info)
+
+
+@routes.delete("/facts/{fact_id}", status_code=204)
+def delete_fact(fact_id: str, user: CurrentUser, request: Request) -> Response:
+    """Forget a fact."""
+    with database_of(request).write() as session:
+        facts.remove_fact(session, user.id, fact_id)
+    return Response(status_code=204)
+
+
+@routes.get("/log")
+def list_log(
+    user: CurrentUser,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    archived: bool = False,
+) -> list[LogEntryOut]:
+    """The newest work-log entries first."""
+    with database_of(request).read() as session:
+        found = worklog.recent_entries(session, user.id, limit, include_archived=archived)
+    return [_entry(e) for e in found]
+
+
+@routes.patch("/log/{entry_id}")
+def change_entry(
+    entry_id: str, body: LogChange, user: CurrentUser, request: Request
+) -> LogEntryOut:
+    """Correct a work-log entry."""
+    with database_of(request).write() as session:
+        return _entry(worklog.edit_entry(session, user.id, entry_id, body.summary))
+
+
+@routes.delete("/log/{entry_id}", status_code=204)
+def delete_entry(entry_id: str, user: CurrentUser, request: Request) -> Response:
+    """Delete a work-log entry."""
+    with database_of(request).write() as session:
+        worklog.delete_entry(session, user.id, entry_id)
+    return Response(status_code=204)
+
+
+@routes.get("/notes")
+def list_notes(user: CurrentUser, request: Request) -> list[NoteOut]:
+    """Notes that have not expired."""
+    with database_of(request).read() as session:
+        found = notes.live_notes(session, user.id)
+    return [NoteOut(**{k: v for k, v in n.__dict__.items() if k != "user_id"}) for n in found]
+
+
+@routes.delete("/notes/{note_id}", status_code=204)
+def delete_note(note_id: str, user: CurrentUser, request: Request) -> Response:
+    """Delete a note before it expires."""
+    with database_of(request).write() as session:
+        notes.delete_note(session, user.id, note_id)
+    return Response(status_code=204)
+
+
+@routes.get("/skills")
+def list_skills(user: CurrentUser, request: Request) -> list[SkillOut]:
+    """Skills by name, those waiting for review included."""
+    with database_of(request).read() as session:
+        return [_skill(s) for s in skills.list_skills(session, user.id)]
+
+
+@routes.post("/skills", status_code=201)
+def add_skill(body: NewSkill, user: CurrentUser, request: Request) -> SkillOut:
+    """Write (or rewrite) a skill by name; the owner's own skills are approved."""
+    with database_of(request).write() as session:
+        info = skills.write_skill(session, user.id, body.name, body.description, body.body, "owner")
+    return _skill(info)
+
+
+@routes.get("/skills/{skill_id}")
+def get_skill(skill_id: str, user: CurrentUser, request: Request) -> SkillOut:
+    """One skill with its body."""
+    with database_of(request).read() as session:
+        return _skill(skills.get_skill(session, user.id, skill_id))
+
+
+@routes.patch("/skills/{skill_id}")
+def change_skill(skill_id: str, body: SkillChange, user: CurrentUser, request: Request) -> SkillOut:
+    """Correct a skill, or review one the agent wrote (`approved`)."""
+    if body.description is None and body.body is None and body.approved is None:
+        raise ApiError(422, "invalid_request", "send 'description', 'body' and/or 'approved'")
+    with database_of(request).write() as session:
+        info = skills.edit_skill(
+            session,
+            user.id,
+            skill_id,
+            description=body.description,
+            body=body.body,
+            approved=body.approved,
+        )
+    return _skill(info)
+
+
+@routes.delete("/skills/{skill_id}", status_code=204)
+def delete_skill(skill_id: str, user: CurrentUser, request: Request) -> Response:
+    """Delete a skill."""
+    with database_of(request).write() as session:
+        skills.delete_skill(session, user.id, skill_id)
+    return Response(status_code=204)
+
+
+@routes.get("/search")
+def search(
+    user: CurrentUser,
+    request: Request,
+    q: Annotated[str, Query(min_length=1, max_length=500)],
+    kind: Annotated[list[Kind] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=50)] = 20,
+) -> list[HitOut]:
+    """Search the caller's messages, work log, notes, skills and facts."""
+    semantic = getattr(request.app.state, "semantic", None)
+    with database_of(request).read() as session:
+        hits = search_memory(session, user.id, q, kinds=kind, limit=limit, semantic=semantic)
+    return [HitOut(kind=h.kind, id=h.item_id, text=h.text, at=h.at, score=h.score) for h in hits]
+
+
+@routes.get("/consolidations")
+def list_consolidations(user: CurrentUser, request: Request) -> list[ConsolidationOut]:
+    """Every consolidation of the caller's profile, newest first."""
+    with database_of(request).read() as session:
+        rows = session.scalars(
+            select(MemoryConsolidation)
+            .where(MemoryConsolidation.user_id == user.id)
+            .order_by(MemoryConsolidation.created_at.desc())
+            .limit(200)
+        )
+        return [
+            ConsolidationOut(
+                id=r.id,
+                turn_id=r.turn_id,
+                method=r.method,
+                removed=list(r.removed),
+                added=list(r.added),
+                detail=r.detail,
+                created_at=r.created_at,
+            )
+            for r in rows
+        ]

@@ -1,0 +1,1 @@
+"""Memory: profile facts, the dated work log, notes, skills, search and the memory pass."""

@@ -1,0 +1,134 @@
+"""`nightowl memory …`: the owner sees, searches and corrects memory (talks to the server)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+KINDS = ("message", "log", "note", "skill", "fact")
+
+
+def add_commands(commands: Any) -> None:
+    """Add the `memory` command group to the CLI's sub-parsers."""
+    memory = commands.add_parser("memory", help="see, search and correct memory (via the server)")
+    memory.add_argument("--url", help="server URL (default: from settings)")
+    groups = memory.add_subparsers(dest="memory_group", required=True)
+
+    facts = groups.add_parser("facts", help="profile facts").add_subparsers(
+        dest="memory_command", required=True
+    )
+    listing = facts.add_parser("list", help="the profile (with where each fact came from)")
+    listing.add_argument("--archived", action="store_true", help="archived facts too")
+    facts.add_parser("add", help="tell nightowl a fact").add_argument("text")
+    edit = facts.add_parser("edit", help="correct a fact")
+    edit.add_argument("id")
+    edit.add_argument("text")
+    for verb in ("archive", "restore", "delete"):
+        facts.add_parser(verb, help=f"{verb} a fact by id").add_argument("id")
+
+    log = groups.add_parser("log", help="the dated work log").add_subparsers(
+        dest="memory_command", required=True
+    )
+    log.add_parser("list", help="newest entries first").add_argument(
+        "--limit", type=int, default=30
+    )
+    log_edit = log.add_parser("edit", help="correct an entry")
+    log_edit.add_argument("id")
+    log_edit.add_argument("text")
+    log.add_parser("delete", help="delete an entry by id").add_argument("id")
+
+    skills = groups.add_parser("skills", help="skills (how-tos)").add_subparsers(
+        dest="memory_command", required=True
+    )
+    skills.add_parser("list", help="skills and whether they are reviewed")
+    for verb in ("show", "approve", "delete"):
+        skills.add_parser(verb, help=f"{verb} a skill by id").add_argument("id")
+
+    groups.add_parser("notes", help="live notes")
+    search = groups.add_parser("search", help="search messages, log, notes, skills, facts")
+    search.add_argument("query")
+    search.add_argument("--kind", action="append", choices=KINDS, help="limit to a kind")
+    groups.add_parser("consolidations", help="how a full profile was consolidated")
+    memory.set_defaults(run=run)
+
+
+def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | None, Any]:
+    """(method, path, JSON body, query) for the command."""
+    group, command = args.memory_group, getattr(args, "memory_command", None)
+    if group == "notes":
+        return "GET", "/v1/memory/notes", None, None
+    if group == "consolidations":
+        return "GET", "/v1/memory/consolidations", None, None
+    if group == "search":
+        return "GET", "/v1/memory/search", None, {"q": args.query, "kind": args.kind or []}
+    base = {"facts": "/v1/memory/facts", "log": "/v1/memory/log", "skills": "/v1/memory/skills"}
+    path = base[group]
+    if command == "list":
+        query = {"archived": "true"} if getattr(args, "archived", False) else None
+        return "GET", path, None, {"limit": args.limit} if group == "log" else query
+    if command == "add":
+        return "POST", path, {"text": args.text}, None
+    if command == "edit":
+        key = "summary" if group == "log" else "text"
+        return "PATCH", f"{path}/{args.id}", {key: args.text}, None
+    if command in ("archive", "restore"):
+        return "PATCH", f"{path}/{args.id}", {"archived": command == "archive"}, None
+    if command == "approve":
+        return "PATCH", f"{path}/{args.id}", {"approved": True}, None
+    if command == "show":
+        return "GET", f"{path}/{args.id}", None, None
+    return "DELETE", f"{path}/{args.id}", None, None
+
+
+def _print(group: str, body: Any) -> None:
+    for item in body if isinstance(body, list) else [body]:
+        if group == "facts":
+            state = " (archived)" if item["archived"] else ""
+            print(
+                f"{item['id']}  {item['trust']:<9} used {item['use_count']:<3} "
+                f"{item['text']}{state}"
+            )
+        elif group == "log":
+            print(f"{item['id']}  {item['created_at'][:16]}  {item['summary']}")
+        elif group == "skills" and "body" in item and not isinstance(body, list):
+            print(f"# {item['name']} ({'approved' if item['approved'] else 'not reviewed'})")
+            print(item["description"], "\n", item["body"], sep="\n")
+        elif group == "skills":
+            state = "approved" if item["approved"] else "needs review"
+            print(f"{item['id']}  {state:<12} {item['name']}: {item['description']}")
+        elif group == "notes":
+            print(f"{item['id']}  until {item['expires_at'][:16]}  {item['text']}")
+        elif group == "search":
+            print(f"{item['kind']:<8} {item['at'][:10]}  {item['text'][:200]}")
+        else:
+            print(f"{item['created_at'][:16]}  {item['method']:<10} {item['detail']}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a `nightowl memory` command against the server; exit 2 with the reason on failure."""
+    import httpx
+
+    from nightowl.cli import _owner_token, _settings
+
+    settings = _settings()
+    url = args.url or f"http://{settings.host}:{settings.port}"
+    headers = {"Authorization": f"Bearer {_owner_token(settings)}"}
+    method, path, body, query = _request(args)
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
+            response = http.request(method, path, json=body, params=query)
+    except httpx.TransportError as error:
+        print(f"nightowl memory: cannot reach the server at {url} ({error})", file=sys.stderr)
+        return 2
+    if response.status_code >= 400:
+        print(f"nightowl memory: {response.json()['error']['message']}", file=sys.stderr)
+        return 2
+    if response.status_code == 204:
+        print(f"deleted {args.id}")
+        return 0
+    found = response.json()
+    if isinstance(found, list) and not found:
+        print("(nothing)")
+    _print(args.memory_group, found)
+    return 0

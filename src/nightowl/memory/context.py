@@ -1,0 +1,82 @@
+"""What memory puts into a model call: the profile section for a new pin, and the newest
+message's note (profile changes since the pin, relevant and recent work log, live notes)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from nightowl.harness.transcript import Entry
+from nightowl.memory.facts import list_facts
+from nightowl.memory.notes import live_notes
+from nightowl.memory.render import (
+    ProfileItem,
+    RecallItem,
+    RoutineLine,
+    SkillLine,
+    profile_changes,
+    render_profile,
+    render_recall,
+)
+from nightowl.memory.search import full_text_search
+from nightowl.memory.skills import list_skills
+from nightowl.memory.worklog import LogEntryInfo, entries_by_id, mark_used, recent_entries
+from nightowl.store.routines import list_routines
+from nightowl.store.tables import Conversation
+
+MAX_LOG_ENTRIES = 30
+QUERY_ENTRIES = 3  # the newest user entries make the query for relevant work-log entries
+
+
+def owner_of(session: Session, conversation_id: str) -> str | None:
+    """The user whose memory a conversation uses."""
+    return session.scalar(select(Conversation.owner_id).where(Conversation.id == conversation_id))
+
+
+def current_profile(session: Session, user_id: str) -> str:
+    """The memory section as a new pin would take it now."""
+    facts = [ProfileItem(f.text, f.trust) for f in list_facts(session, user_id)]
+    skills = [SkillLine(s.name, s.description, s.approved) for s in list_skills(session, user_id)]
+    routines = [
+        RoutineLine(r.name, r.cron, r.timezone, r.status, r.prompt)
+        for r in list_routines(session, user_id)
+        if r.status != "pending_approval"
+    ]
+    return render_profile(facts, skills, routines)
+
+
+def profile_for_pin(session: Session, conversation_id: str) -> str:
+    """The profile section for the pin of `conversation_id` ("" for an unknown one)."""
+    owner = owner_of(session, conversation_id)
+    return current_profile(session, owner) if owner else ""
+
+
+def recall_log(session: Session, user_id: str, history: Sequence[Entry]) -> list[LogEntryInfo]:
+    """Up to 30 work-log entries: those relevant to the newest user messages first (their use
+    is counted), then the most recent; newest first."""
+    query = " ".join(e.text for e in [e for e in history if e.kind == "user"][-QUERY_ENTRIES:])
+    hits = full_text_search(session, user_id, query, kinds=["log"], limit=MAX_LOG_ENTRIES)
+    relevant = entries_by_id(session, user_id, [h.item_id for h in hits])
+    mark_used(session, user_id, [e.id for e in relevant])
+    chosen = {e.id: e for e in relevant}
+    for entry in recent_entries(session, user_id, limit=MAX_LOG_ENTRIES):
+        if len(chosen) >= MAX_LOG_ENTRIES:
+            break
+        chosen.setdefault(entry.id, entry)
+    return sorted(chosen.values(), key=lambda e: (e.created_at, e.id), reverse=True)
+
+
+def memory_note(
+    session: Session, conversation_id: str, pinned_profile: str, history: Sequence[Entry]
+) -> str:
+    """The newest message's memory note ("" when there is nothing to say). Call it in a write
+    transaction: the work-log entries it finds relevant count as used."""
+    owner = owner_of(session, conversation_id)
+    if owner is None:
+        return ""
+    changes = profile_changes(pinned_profile, current_profile(session, owner))
+    log = [RecallItem(e.created_at, e.summary) for e in recall_log(session, owner, history)]
+    notes = [RecallItem(n.expires_at, n.text) for n in live_notes(session, owner)]
+    return "\n\n".join(part for part in (changes, render_recall(log, notes)) if part)

@@ -1,0 +1,329 @@
+"""The memory pass after a turn: show the model the profile facts (numbered) and the turn, plan
+its operations on a copy, consolidate when the plan is over the bounds, then write the facts,
+the consolidations and the turn's work-log entry in one transaction (once per turn)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from nightowl.harness.transcript import Entry
+from nightowl.memory.facts import ProfileFull, Source, add_fact, list_facts, replace_fact
+from nightowl.memory.facts import mark_used as mark_facts_used
+from nightowl.memory.pass_prompt import (
+    TurnMessage,
+    consolidation_request,
+    pass_request,
+    read_operations,
+)
+from nightowl.memory.plan import (
+    TRUST_RANK,
+    Item,
+    Operations,
+    apply_operations,
+    drop_least_used,
+    fits,
+)
+from nightowl.memory.worklog import write_entry
+from nightowl.models.base import Model, ModelReply
+from nightowl.store.database import Database
+from nightowl.store.errors import NotFound
+from nightowl.store.ids import new_id
+from nightowl.store.memory_tables import MemoryConsolidation, MemoryFact, MemoryPassRecord
+from nightowl.store.tables import Message, utcnow
+from nightowl.store.transcript import load_turn_entries
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PassInput:
+    """What the pass is shown: numbered facts, the turn's messages and its transcript."""
+
+    items: list[Item]
+    messages: list[TurnMessage]
+    message_ids: dict[str, str]
+    entries: list[Entry]
+    done: bool = False
+
+    @property
+    def trust_of(self) -> dict[str, str]:
+        """Each message reference's trust."""
+        return {m.ref: m.trust for m in self.messages}
+
+    @property
+    def least_trust(self) -> str:
+        """The trust of the turn's least trusted content (messages and tool results)."""
+        levels = [m.trust for m in self.messages] + [
+            "untrusted" for e in self.entries if e.kind == "tool_result" and e.trust == "untrusted"
+        ]
+        return min(levels or ["owner"], key=lambda t: TRUST_RANK.get(t, 0))
+
+
+@dataclass
+class PassResult:
+    """What the pass did."""
+
+    added: int = 0
+    replaced: int = 0
+    removed: int = 0
+    rejected: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    consolidations: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "added": self.added,
+            "replaced": self.replaced,
+            "removed": self.removed,
+            "rejected": self.rejected,
+            "ignored": self.ignored,
+            "consolidations": len(self.consolidations),
+        }
+
+
+def read_pass_input(session: Session, turn_id: str, user_id: str) -> PassInput:
+    """The facts the pass is shown (numbered 1…) and what the turn took and did."""
+    done = session.get(MemoryPassRecord, turn_id) is not None
+    items = [
+        Item(
+            n,
+            f.text,
+            f.trust,
+            f.id,
+            None,
+            f.use_count,
+            (f.last_used_at or f.created_at).timestamp(),
+        )
+        for n, f in enumerate(list_facts(session, user_id), start=1)
+    ]
+    rows = session.scalars(
+        select(Message)
+        .where(Message.turn_id == turn_id, Message.role == "user")
+        .order_by(Message.seq)
+    ).all()
+    messages = [TurnMessage(f"m{n}", r.trust, r.body) for n, r in enumerate(rows, start=1)]
+    entries = [Entry.from_dict(p) for p in load_turn_entries(session, turn_id)]
+    refs = {f"m{n}": r.id for n, r in enumerate(rows, start=1)}
+    return PassInput(items, messages, refs, [e for e in entries if e.kind != "user"], done)
+
+
+def fallback_log(given: PassInput) -> str:
+    """A work-log entry made from the turn itself, for a pass that wrote none."""
+    asked = " ".join(given.messages[0].text.split())[:160] if given.messages else "(no message)"
+    tools = sorted({c.name for e in given.entries for c in e.tool_calls} - {"send_to_user"})
+    told = [
+        str(c.arguments.get("text", ""))
+        for e in given.entries
+        for c in e.tool_calls
+        if c.name == "send_to_user"
+    ]
+    parts = [_sentence(f"Asked: {asked}")]
+    if tools:
+        parts.append(f"Used: {', '.join(tools)}.")
+    said = " ".join(told[-1].split())[:160] if told else ""
+    parts.append(_sentence(f"Told the owner: {said}") if said else "Sent nothing.")
+    return " ".join(parts)
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def _consolidation(
+    method: str, removed: list[Item], added: list[Item], detail: str
+) -> dict[str, Any]:
+    return {
+        "method": method,
+        "removed": [i.text for i in removed],
+        "added": [i.text for i in added],
+        "detail": detail,
+    }
+
+
+async def plan_pass(
+    model: Model, given: PassInput, today: str
+) -> tuple[list[Item], Operations, PassResult, list[ModelReply]]:
+    """Ask the model for the pass's operations; consolidate while the plan is over bounds."""
+    now = utcnow().timestamp()
+    replies = [
+        await model.complete(pass_request(given.items, given.messages, given.entries, today))
+    ]
+    ops = read_operations(replies[0])
+    outcome = apply_operations(given.items, ops, given.trust_of, given.least_trust, now)
+    result = PassResult(ignored=list(outcome.ignored))
+    items = outcome.items
+    if not fits(items):
+        replies.append(await model.complete(consolidation_request(items)))
+        merge = read_operations(replies[-1])
+        touched = [
+            i for i in items if i.number in set(merge.remove) | {r[0] for r in merge.replace}
+        ]
+        trust = min([i.trust for i in touched] or ["owner"], key=lambda t: TRUST_RANK.get(t, 0))
+        merged = apply_operations(items, merge, {}, trust, now)
+        result.ignored += merged.ignored
+        before = {i.number: i for i in items}
+        after = {i.number: i for i in merged.items}
+        gone = [i for n, i in before.items() if n not in after]
+        came = [i for n, i in after.items() if n not in before or before[n].text != i.text]
+        if gone or came:
+            detail = f"the model consolidated {len(items)} facts into {len(merged.items)}"
+            result.consolidations.append(_consolidation("model", gone, came, detail))
+        items = merged.items
+    if not fits(items):
+        kept, dropped = drop_least_used(items)
+        new = sum(1 for i in dropped if i.fact_id is None)
+        detail = (
+            f"dropped {len(dropped)} least-used facts ({new} of them new this turn) to stay "
+            "within 100 facts and 4,000 characters"
+        )
+        result.consolidations.append(_consolidation("least_used", dropped, [], detail))
+        items = kept
+    return items, ops, result, replies
+
+
+def write_pass(
+    session: Session,
+    given: PassInput,
+    planned: list[Item],
+    ops: Operations,
+    result: PassResult,
+    *,
+    turn_id: str,
+    conversation_id: str,
+    user_id: str,
+    model_name: str,
+    usage: tuple[int, int],
+) -> bool:
+    """Write the planned profile, the consolidations, the work-log entry and the pass record;
+    False when this turn's pass was written already."""
+    if session.get(MemoryPassRecord, turn_id) is not None:
+        return False
+    shown = {i.number: i for i in given.items}
+    final = {i.number: i for i in planned}
+    for number, item in shown.items():
+        if number not in final and item.fact_id is not None:
+            row = session.get(MemoryFact, item.fact_id)
+            if row is not None and row.user_id == user_id:
+                session.delete(row)
+                result.removed += 1
+    session.flush()
+
+    def source(item: Item) -> Source:
+        message = given.message_ids.get(item.message_id or "")
+        return Source(item.trust, conversation_id, message, turn_id)
+
+    used = []
+    # Shrinking rewrites first, then growing ones, then new facts: every step stays in bounds.
+    order = sorted(
+        planned,
+        key=lambda i: (
+            i.number not in shown,
+            len(i.text) - len(shown[i.number].text) if i.number in shown else 0,
+        ),
+    )
+    for item in order:
+        old = shown.get(item.number)
+        try:
+            if old is None:
+                add_fact(session, user_id, item.text, source(item))
+                result.added += 1
+                continue
+            if (item.text, item.trust) != (old.text, old.trust) and item.fact_id:
+                replace_fact(session, user_id, item.fact_id, item.text, source(item))
+                result.replaced += 1
+            if item.use_count > old.use_count and item.fact_id:
+                used.append(item.fact_id)
+        except ProfileFull:
+            # Changed since the pass was shown the profile (say, the owner added a fact):
+            # the new text stays out, and the record says so.
+            result.rejected.append(item.text)
+        except NotFound:
+            result.ignored.append(f"fact {item.number} was deleted meanwhile")
+    mark_facts_used(session, user_id, used)
+    if result.rejected:
+        result.consolidations.append(
+            _consolidation("rejected", [], [], "no room: " + "; ".join(result.rejected)[:2000])
+        )
+    for found in result.consolidations:
+        session.add(
+            MemoryConsolidation(
+                id=new_id("cons"),
+                user_id=user_id,
+                turn_id=turn_id,
+                method=found["method"],
+                removed=found["removed"],
+                added=found["added"],
+                detail=found["detail"],
+                created_at=utcnow(),
+            )
+        )
+    write_entry(session, user_id, ops.log or fallback_log(given), conversation_id, turn_id)
+    session.add(
+        MemoryPassRecord(
+            turn_id=turn_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            model=model_name,
+            input_tokens=usage[0],
+            output_tokens=usage[1],
+            outcome=result.to_dict(),
+            created_at=utcnow(),
+        )
+    )
+    session.flush()
+    return True
+
+
+async def run_memory_pass(
+    database: Database,
+    model: Model,
+    turn_id: str,
+    conversation_id: str,
+    user_id: str,
+    use_model: bool = True,
+) -> dict[str, Any]:
+    """The whole pass for one turn (safe to run twice: the second run writes nothing).
+    Without `use_model` (a turn stopped by a budget or the guard) only the work-log entry is
+    written, made from the turn itself."""
+
+    def read() -> PassInput:
+        with database.read() as session:
+            return read_pass_input(session, turn_id, user_id)
+
+    given = await asyncio.to_thread(read)
+    if given.done or not given.messages:
+        return {"skipped": True}
+    if use_model:
+        planned, ops, result, replies = await plan_pass(model, given, utcnow().strftime("%Y-%m-%d"))
+    else:
+        planned, ops, result, replies = list(given.items), Operations(), PassResult(), []
+    usage = (
+        sum(r.usage.input_tokens for r in replies),
+        sum(r.usage.output_tokens for r in replies),
+    )
+
+    def write() -> bool:
+        with database.write() as session:
+            return write_pass(
+                session,
+                given,
+                planned,
+                ops,
+                result,
+                turn_id=turn_id,
+                conversation_id=conversation_id,
+                user_id=user_id,
+                model_name=model.name,
+                usage=usage,
+            )
+
+    wrote = await asyncio.to_thread(write)
+    log.info("memory pass", extra={"turn_id": turn_id, "outcome": result.to_dict()})
+    return {"skipped": not wrote, **result.to_dict()}

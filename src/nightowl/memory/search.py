@@ -1,0 +1,157 @@
+"""Full-text search over a user's messages, work log, notes, skills and facts.
+
+SQLite matches with FTS5 (porter stemming, bm25); PostgreSQL with its English full-text search
+(tsvector, GIN index, ts_rank_cd). Hits are ranked by relevance, then nudged by recency, and
+never leave the user they belong to.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from nightowl.store.tables import utcnow
+
+KINDS = ("message", "log", "note", "skill", "fact")
+CANDIDATES = 60  # best matches by relevance, re-ranked with recency
+RECENCY_DAYS = 30.0  # an item this old weighs about 0.8 of a new one of equal relevance
+_STOPWORDS = """
+a an and are as at be but by can do does did for from had has have he her his how i if in
+into is it its me my no not of on or our she so that the their them then there these they
+this to was we were what when where which who whom why will with would you your
+"""
+STOPWORDS = frozenset(_STOPWORDS.split())
+WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result."""
+
+    kind: str
+    item_id: str
+    text: str
+    at: datetime
+    score: float
+
+
+def query_words(query: str) -> list[str]:
+    """The words of a query worth matching (lowercase, no stopwords, no duplicates)."""
+    words: list[str] = []
+    for word in WORD.findall(query.lower()):
+        if word not in STOPWORDS and word not in words:
+            words.append(word)
+    return words[:32]
+
+
+def _kind_filter(kinds: Sequence[str] | None) -> tuple[str, dict[str, str]]:
+    chosen = [k for k in (kinds or KINDS) if k in KINDS]
+    names = {f"k{n}": kind for n, kind in enumerate(chosen)}
+    return "i.kind IN (" + ", ".join(f":{name}" for name in names) + ")", names
+
+
+def _sqlite(
+    session: Session, user_id: str, words: list[str], kinds: Sequence[str] | None, now: datetime
+) -> list[tuple[str, str, str, datetime, float]]:
+    match = " OR ".join(f'"{word}"' for word in words)
+    kind_sql, kind_params = _kind_filter(kinds)
+    rows = session.execute(
+        text(
+            "SELECT i.kind, i.item_id, i.body, i.at, -bm25(memory_fts) AS relevance"
+            " FROM memory_fts JOIN memory_index i ON i.id = memory_fts.rowid"
+            " WHERE memory_fts MATCH :match AND i.user_id = :user"
+            f" AND (i.expires_at IS NULL OR i.expires_at > :now) AND {kind_sql}"
+            " ORDER BY bm25(memory_fts) LIMIT :limit"
+        ),
+        {
+            "match": match,
+            "user": user_id,
+            "now": now.replace(tzinfo=None),
+            "limit": CANDIDATES,
+            **kind_params,
+        },
+    )
+    return [(r[0], r[1], r[2], _aware(r[3]), float(r[4])) for r in rows]
+
+
+def _postgres(
+    session: Session, user_id: str, words: list[str], kinds: Sequence[str] | None, now: datetime
+) -> list[tuple[str, str, str, datetime, float]]:
+    kind_sql, kind_params = _kind_filter(kinds)
+    rows = session.execute(
+        text(
+            "SELECT i.kind, i.item_id, i.body, i.at, ts_rank_cd(i.tsv, q, 1) AS relevance"
+            " FROM memory_index i, to_tsquery('english', :match) q"
+            " WHERE i.tsv @@ q AND i.user_id = :user"
+            f" AND (i.expires_at IS NULL OR i.expires_at > :now) AND {kind_sql}"
+            " ORDER BY relevance DESC LIMIT :limit"
+        ),
+        {
+            "match": " | ".join(words),
+            "user": user_id,
+            "now": now,
+            "limit": CANDIDATES,
+            **kind_params,
+        },
+    )
+    return [(r[0], r[1], r[2], _aware(r[3]), float(r[4])) for r in rows]
+
+
+def _aware(value: datetime | str) -> datetime:
+    if isinstance(value, str):  # SQLite hands raw text back from a text() query
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=utcnow().tzinfo)
+
+
+def rank(
+    found: Sequence[tuple[str, str, str, datetime, float]], now: datetime, limit: int
+) -> list[Hit]:
+    """Order matches by relevance (scaled to the best one), weighted by recency."""
+    if not found:
+        return []
+    best = max(relevance for *_, relevance in found) or 1.0
+    hits = []
+    for kind, item_id, body, at, relevance in found:
+        age_days = max(0.0, (now - at).total_seconds() / 86400)
+        recency = math.exp(-age_days / RECENCY_DAYS / 4.5)
+        score = (relevance / best) * (0.8 + 0.2 * recency)
+        hits.append(Hit(kind, item_id, body, at, round(score, 6)))
+    hits.sort(key=lambda h: (-h.score, -h.at.timestamp(), h.item_id))
+    return distinct(hits)[:limit]
+
+
+def distinct(hits: Sequence[Hit]) -> list[Hit]:
+    """Hits without repeats: of items with the same text only the first (best) stays."""
+    seen: set[str] = set()
+    kept = []
+    for hit in hits:
+        key = " ".join(hit.text.lower().split())
+        if key not in seen:
+            seen.add(key)
+            kept.append(hit)
+    return kept
+
+
+def full_text_search(
+    session: Session,
+    user_id: str,
+    query: str,
+    *,
+    kinds: Sequence[str] | None = None,
+    limit: int = 10,
+    now: datetime | None = None,
+) -> list[Hit]:
+    """The user's best matches for `query` (any word may match; more and rarer words rank
+    higher), newest first among equals. An empty query finds nothing."""
+    words = query_words(query)
+    if not words:
+        return []
+    moment = now or utcnow()
+    backend = _postgres if session.get_bind().dialect.name == "postgresql" else _sqlite
+    return rank(backend(session, user_id, words, kinds, moment), moment, limit)

@@ -1,0 +1,168 @@
+"""Semantic search (optional): embeddings of indexed items as float32 blobs, ranked by exact
+cosine similarity in numpy. The embedder loads on first use, so a server that never searches
+by meaning never pays for the model."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import and_, func, select
+from sqlalchemy.orm import Session
+
+from nightowl.memory.search import KINDS, Hit, distinct
+from nightowl.store.memory_tables import MemoryIndexRow, MemoryVector
+
+MAX_EMBED_CHARS = 1_000
+MAX_CACHED_USERS = 32  # users whose vectors stay in memory between searches
+# A user's vectors in memory: their (kind, item id) keys, kinds, and the matrix.
+Loaded = tuple[list[tuple[str, str]], NDArray[np.str_], NDArray[np.float32]]
+
+
+class Embedder(Protocol):
+    """Text in, unit vectors out."""
+
+    name: str
+
+    def embed(self, texts: Sequence[str], batch_size: int = 32) -> NDArray[np.float32]:
+        """One unit vector per text."""
+        ...
+
+
+class SemanticIndex:
+    """Embeds what the search index holds and ranks a user's items by meaning."""
+
+    def __init__(self, make_embedder: type[Embedder] | None = None) -> None:
+        self._make = make_embedder
+        self._embedder: Embedder | None = None
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[tuple[int, int], Loaded]] = {}
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder, loaded on first use (EmbedderUnavailable when not installed)."""
+        with self._lock:
+            if self._embedder is None:
+                if self._make is None:
+                    from nightowl.memory.embedder import MiniLM
+
+                    self._embedder = MiniLM()
+                else:
+                    self._embedder = self._make()
+            return self._embedder
+
+    def _vectors(self, session: Session, user_id: str) -> Loaded | None:
+        """The user's (keys, kinds, matrix), read again only when a vector was added or
+        removed since (their count and newest id say so)."""
+        count, newest = session.execute(
+            select(func.count(MemoryVector.id), func.max(MemoryVector.id)).where(
+                MemoryVector.user_id == user_id
+            )
+        ).one()
+        if not count:
+            return None
+        stamp = (int(count), int(newest))
+        with self._lock:
+            cached = self._cache.get(user_id)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        rows = session.execute(
+            select(MemoryVector.kind, MemoryVector.item_id, MemoryVector.vector).where(
+                MemoryVector.user_id == user_id
+            )
+        ).all()
+        keys = [(str(r[0]), str(r[1])) for r in rows]
+        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
+        loaded = (keys, np.array([k for k, _ in keys]), matrix.reshape(len(rows), -1))
+        with self._lock:
+            self._cache[user_id] = (stamp, loaded)
+            while len(self._cache) > MAX_CACHED_USERS:
+                self._cache.pop(next(iter(self._cache)))
+        return loaded
+
+    def embed_pending(self, session: Session, user_id: str | None = None, limit: int = 256) -> int:
+        """Embed up to `limit` indexed items that have no vector yet; how many were."""
+        query = (
+            select(
+                MemoryIndexRow.kind,
+                MemoryIndexRow.item_id,
+                MemoryIndexRow.user_id,
+                MemoryIndexRow.body,
+            )
+            .outerjoin(
+                MemoryVector,
+                and_(
+                    MemoryVector.kind == MemoryIndexRow.kind,
+                    MemoryVector.item_id == MemoryIndexRow.item_id,
+                ),
+            )
+            .where(MemoryVector.item_id.is_(None))
+            .order_by(MemoryIndexRow.id)
+            .limit(limit)
+        )
+        if user_id is not None:
+            query = query.where(MemoryIndexRow.user_id == user_id)
+        rows = session.execute(query).all()
+        if not rows:
+            return 0
+        embedder = self.embedder
+        vectors = embedder.embed([str(r[3])[:MAX_EMBED_CHARS] for r in rows])
+        for (kind, item_id, owner, _), vector in zip(rows, vectors, strict=True):
+            session.add(
+                MemoryVector(
+                    kind=kind,
+                    item_id=item_id,
+                    user_id=owner,
+                    model=embedder.name,
+                    vector=vector.astype(np.float32).tobytes(),
+                )
+            )
+        session.flush()
+        return len(rows)
+
+    def search(
+        self,
+        session: Session,
+        user_id: str,
+        query: str,
+        *,
+        kinds: Sequence[str] | None,
+        limit: int,
+        now: datetime,
+    ) -> list[Hit]:
+        """The user's live items nearest in meaning to `query`, best first."""
+        chosen = [k for k in (kinds or KINDS) if k in KINDS]
+        vectors = self._vectors(session, user_id)
+        if vectors is None or not query.strip():
+            return []
+        keys, kinds_of, matrix = vectors
+        target = self.embedder.embed([query[:MAX_EMBED_CHARS]])[0]
+        # einsum, not BLAS: BLAS threads spin against a busy machine for a product this small.
+        scores = np.einsum("ij,j->i", matrix, target)
+        if len(chosen) < len(KINDS):
+            scores[~np.isin(kinds_of, chosen)] = -np.inf
+        best = [i for i in np.argsort(-scores)[: limit * 3] if np.isfinite(scores[i])]
+        wanted = {keys[i]: float(scores[i]) for i in best}
+        found = session.execute(
+            select(
+                MemoryIndexRow.kind,
+                MemoryIndexRow.item_id,
+                MemoryIndexRow.body,
+                MemoryIndexRow.at,
+                MemoryIndexRow.expires_at,
+            ).where(
+                MemoryIndexRow.user_id == user_id,
+                MemoryIndexRow.item_id.in_([key[1] for key in wanted]),
+            )
+        ).all()
+        hits = [
+            Hit(kind, item_id, body, at, round(wanted[(kind, item_id)], 6))
+            for kind, item_id, body, at, expires in found
+            if (kind, item_id) in wanted and (expires is None or expires > now)
+        ]
+        hits.sort(key=lambda h: (-h.score, -h.at.timestamp(), h.item_id))
+        return distinct(hits)[:limit]

@@ -1,0 +1,200 @@
+// The memory page: the owner sees, searches and corrects facts, skills, notes and the work log.
+// Text is always set with textContent: remembered text may quote outside content.
+
+import { ApiError, NetworkError, Unauthorized, authHeaders, request } from "/app/api.js";
+
+const $ = (id) => document.getElementById(id);
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function button(label, onClick, className = "link") {
+  const node = element("button", className, label);
+  node.type = "button";
+  node.addEventListener("click", onClick);
+  return node;
+}
+
+function showProblem(error) {
+  const problem = $("problem");
+  if (error instanceof Unauthorized) {
+    problem.textContent = "Your sign-in has expired: open nightowl again and sign in.";
+  } else if (error instanceof NetworkError) {
+    problem.textContent = "The server cannot be reached; try again in a moment.";
+  } else {
+    problem.textContent = error instanceof ApiError ? error.message : String(error);
+  }
+  problem.hidden = false;
+}
+
+async function act(work) {
+  $("problem").hidden = true;
+  try {
+    await work();
+    await load();
+  } catch (error) {
+    showProblem(error);
+  }
+}
+
+const get = (path) => request("GET", path).then((r) => r.body);
+const del = (path) => fetchNoBody("DELETE", path);
+
+async function fetchNoBody(method, path) {
+  // 204 answers have no JSON body; request() would fail to parse one.
+  let response;
+  try {
+    response = await fetch(path, { method, headers: authHeaders() });
+  } catch (error) {
+    throw new NetworkError(error.message || "network error");
+  }
+  if (!response.ok) {
+    const body = await response.json().catch(() => ({}));
+    throw new ApiError(response.status, body.error?.code, body.error?.message ?? response.statusText);
+  }
+}
+
+function editInPlace(item, current, save) {
+  const input = element("input", "memory-edit");
+  input.value = current;
+  input.setAttribute("aria-label", "Edit");
+  const form = element("form", "memory-add");
+  form.append(input, element("button", "", "Save"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    act(() => save(input.value));
+  });
+  item.replaceChildren(form);
+  input.focus();
+}
+
+function factItem(fact) {
+  const item = element("li", "memory-item");
+  item.dataset.id = fact.id;
+  const text = element("span", "memory-text", fact.text);
+  const meta = element(
+    "span",
+    "memory-meta",
+    `${fact.trust === "untrusted" ? "from untrusted content · " : ""}used ${fact.use_count}×`,
+  );
+  item.append(
+    text,
+    meta,
+    button("Edit", () =>
+      editInPlace(item, fact.text, (value) =>
+        request("PATCH", `/v1/memory/facts/${fact.id}`, { text: value }),
+      ),
+    ),
+    button("Delete", () => act(() => del(`/v1/memory/facts/${fact.id}`))),
+  );
+  return item;
+}
+
+function skillItem(skill) {
+  const item = element("li", "memory-item");
+  item.dataset.id = skill.id;
+  item.append(
+    element("span", "memory-text", `${skill.name}: ${skill.description}`),
+    element("span", "memory-meta", skill.approved ? "approved" : "needs your review"),
+  );
+  const details = element("details");
+  details.append(element("summary", "", "Steps"), element("pre", "memory-body", skill.body));
+  item.append(details);
+  if (!skill.approved) {
+    item.append(
+      button("Approve", () =>
+        act(() => request("PATCH", `/v1/memory/skills/${skill.id}`, { approved: true })),
+      ),
+    );
+  }
+  item.append(button("Delete", () => act(() => del(`/v1/memory/skills/${skill.id}`))));
+  return item;
+}
+
+function logItem(entry) {
+  const item = element("li", "memory-item");
+  item.dataset.id = entry.id;
+  item.append(
+    element("span", "memory-meta", new Date(entry.created_at).toLocaleString()),
+    element("span", "memory-text", entry.summary),
+    button("Edit", () =>
+      editInPlace(item, entry.summary, (value) =>
+        request("PATCH", `/v1/memory/log/${entry.id}`, { summary: value }),
+      ),
+    ),
+    button("Delete", () => act(() => del(`/v1/memory/log/${entry.id}`))),
+  );
+  return item;
+}
+
+function noteItem(note) {
+  const item = element("li", "memory-item");
+  item.append(
+    element("span", "memory-text", note.text),
+    element("span", "memory-meta", `until ${new Date(note.expires_at).toLocaleTimeString()}`),
+    button("Delete", () => act(() => del(`/v1/memory/notes/${note.id}`))),
+  );
+  return item;
+}
+
+function fill(list, items, render, empty) {
+  list.replaceChildren(...(items.length ? items.map(render) : [element("li", "empty", empty)]));
+}
+
+async function load() {
+  const [summary, facts, skills, notes, log] = await Promise.all([
+    get("/v1/memory"),
+    get("/v1/memory/facts"),
+    get("/v1/memory/skills"),
+    get("/v1/memory/notes"),
+    get("/v1/memory/log?limit=100"),
+  ]);
+  $("profile-size").textContent =
+    `${summary.facts}/${summary.max_facts} facts · ` +
+    `${summary.characters}/${summary.max_characters} characters`;
+  fill($("facts"), facts, factItem, "Nothing remembered yet.");
+  fill($("skills"), skills, skillItem, "No skills yet.");
+  fill($("notes"), notes, noteItem, "No live notes.");
+  fill($("log"), log, logItem, "No work logged yet.");
+}
+
+$("fact-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = $("fact-input").value.trim();
+  if (!text) return;
+  act(async () => {
+    await request("POST", "/v1/memory/facts", { text });
+    $("fact-input").value = "";
+  });
+});
+
+$("search-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const query = $("search-input").value.trim();
+  if (!query) return;
+  $("problem").hidden = true;
+  try {
+    const hits = await get(`/v1/memory/search?q=${encodeURIComponent(query)}`);
+    fill(
+      $("search-results"),
+      hits,
+      (hit) => {
+        const item = element("li", "memory-item");
+        item.append(
+          element("span", "memory-meta", `${hit.kind} · ${new Date(hit.at).toLocaleDateString()}`),
+          element("span", "memory-text", hit.text),
+        );
+        return item;
+      },
+      "Nothing matches.",
+    );
+  } catch (error) {
+    showProblem(error);
+  }
+});
+
+load().catch(showProblem);

@@ -1,0 +1,67 @@
+"""The memory page in Chromium against a real server: the owner sees facts, adds, edits and
+deletes them, approves a skill, searches; a refusal is shown with the server's reason."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from playwright.sync_api import BrowserContext, expect
+
+from tests.server import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_owner_sees_and_corrects_memory(
+    contexts: Callable[..., BrowserContext], serve: Callable[..., ServerProcess]
+) -> None:
+    server = serve()
+    with server.client() as http:
+        http.post("/v1/memory/facts", json={"text": "Prefers green tea"})
+        skill = http.post(
+            "/v1/memory/skills",
+            json={"name": "pay-bill", "description": "Paying bills.", "body": "1. Log in"},
+        ).json()
+        # As if the agent had written it: waiting for the owner's review.
+        http.patch(f"/v1/memory/skills/{skill['id']}", json={"approved": False})
+
+    page = contexts().new_page()
+    page.goto(f"{server.url}/#token={server.token}")
+    page.wait_for_selector("#connection[data-state=live]")
+    page.get_by_role("link", name="Memory").click()
+    facts = page.get_by_role("list", name="Profile facts")
+    expect(facts).to_contain_text("Prefers green tea")
+    expect(page.locator("#profile-size")).to_contain_text("1/100 facts")
+
+    page.get_by_label("New fact").fill("Works from Lisbon")
+    page.get_by_role("button", name="Add").click()
+    expect(facts).to_contain_text("Works from Lisbon")
+    expect(page.locator("#profile-size")).to_contain_text("2/100 facts")
+
+    tea = facts.locator("li", has_text="Prefers green tea")
+    tea.get_by_role("button", name="Edit").click()
+    page.get_by_label("Edit").fill("Prefers oolong tea")
+    page.get_by_role("button", name="Save").click()
+    expect(facts).to_contain_text("Prefers oolong tea")
+    expect(facts).not_to_contain_text("green")
+
+    facts.locator("li", has_text="Works from Lisbon").get_by_role("button", name="Delete").click()
+    expect(facts).not_to_contain_text("Lisbon")
+
+    skills = page.get_by_role("list", name="Skills")
+    expect(skills).to_contain_text("needs your review")
+    skills.get_by_role("button", name="Approve").click()
+    expect(skills).to_contain_text("approved")
+
+    page.get_by_label("Search memory").fill("oolong")
+    page.get_by_role("button", name="Search").click()
+    expect(page.get_by_role("list", name="Search results")).to_contain_text("Prefers oolong tea")
+
+    # A refusal is shown with the server's reason.
+    page.get_by_label("New fact").fill("x" * 500)
+    with server.client() as http:
+        for n in range(99):
+            http.post("/v1/memory/facts", json={"text": f"f{n}"})
+    page.get_by_role("button", name="Add").click()
+    expect(page.get_by_role("alert")).to_contain_text("the profile is full")
