@@ -20,6 +20,7 @@ from nightowl.api import (
     hooks,
     operations,
     routines,
+    safety,
     usage,
     webapp,
 )
@@ -29,6 +30,7 @@ from nightowl.computer.computers import Computers, ComputerSettings, sleep_idle_
 from nightowl.computer.desktop import Desktops
 from nightowl.config import Settings
 from nightowl.engine.durable import DurableEngine
+from nightowl.engine.gate import build_gate
 from nightowl.engine.heartbeat import Heartbeat
 from nightowl.engine.retention import RetentionSweep
 from nightowl.engine.routines import RoutineSchedules
@@ -39,6 +41,7 @@ from nightowl.metrics import Metrics
 from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
 from nightowl.router.router import Router
+from nightowl.safety.send_tools import SEND_TOOLS
 from nightowl.store.changes import ChangeFeed
 from nightowl.store.database import Database
 from nightowl.store.migrate import upgrade
@@ -85,12 +88,13 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     tools = builtin_registry(settings.web_fetch_private)
     desktops = Desktops(computers)
     app.state.desktops = desktops
-    for tool in [*browser_tools(browsers), *desktop_tools(desktops)]:
+    for tool in [*browser_tools(browsers), *desktop_tools(desktops), *SEND_TOOLS]:
         tools.add(tool)
+    model = build_model(settings.model)
     deps = TurnDeps(
         database=database,
         metrics=metrics,
-        model=build_model(settings.model),
+        model=model,
         tools=tools,
         limits=GuardLimits(
             max_steps=settings.max_steps_per_turn,
@@ -108,10 +112,12 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         answer_wait_s=settings.answer_wait_s,
         max_attachment_bytes=settings.max_attachment_bytes,
         computers=computers,
+        gate=build_gate(settings, database, tools, model),
     )
     engine.register_turn(build_turn_workflow(deps))
     engine.launch()
     app.state.settings = settings
+    app.state.vault_key = deps.gate.deps.vault_key if deps.gate else None
     app.state.database = database
     app.state.metrics = metrics
     app.state.changes = changes
@@ -216,6 +222,7 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(routines.routes)
     app.include_router(files.routes)
     app.include_router(usage.routes)
+    app.include_router(safety.routes)
     app.include_router(display.routes)
     app.include_router(webapp.routes)
 

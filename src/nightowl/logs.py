@@ -23,9 +23,29 @@ _STANDARD_ATTRS = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | 
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, ids, and any `extra` fields."""
+    """One JSON object per line: time, level, logger, message, ids, and any `extra` fields.
+
+    Values registered with `redact` (the vault's secrets, as the gate loads them) never reach
+    a line: the finished line is scrubbed, whatever field or traceback carried them.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._redacted: dict[str, str] = {}
+
+    def redact(self, values: dict[str, str]) -> None:
+        """Scrub these values (name -> value) from every line from now on."""
+        self._redacted.update({v: n for n, v in values.items() if len(v) >= 4})
 
     def format(self, record: logging.LogRecord) -> str:
+        line = self._format(record)
+        for value, name in self._redacted.items():
+            for form in {value, json.dumps(value)[1:-1]}:
+                if form in line:
+                    line = line.replace(form, f"[secret:{name}]")
+        return line
+
+    def _format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
@@ -58,6 +78,16 @@ def configure_logging(level: str) -> None:
         named.handlers[:] = []
         named.propagate = True
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    # They log every request's URL, which may carry a token a tool was given.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+
+def redact_in_logs(values: dict[str, str]) -> None:
+    """Keep these secret values (name -> value) out of every log line from now on."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler.formatter, JsonFormatter):
+            handler.formatter.redact(values)
 
 
 @contextmanager

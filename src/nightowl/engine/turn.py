@@ -20,6 +20,7 @@ from dbos import DBOS
 from nightowl.computer.computers import Computers
 from nightowl.engine.batches import take_turn_batch
 from nightowl.engine.durable import TurnWorkflow
+from nightowl.engine.gate import SafetyGate
 from nightowl.engine.model_calls import (
     CallStart,
     begin_model_call,
@@ -40,6 +41,7 @@ from nightowl.logs import log_context
 from nightowl.metrics import Metrics
 from nightowl.models.base import Model, ModelConfigError, ModelReply, TransientModelError
 from nightowl.models.pricing import PriceTable
+from nightowl.safety.vault import SecretScope
 from nightowl.store.blobs import put_text
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
@@ -82,6 +84,8 @@ class TurnDeps:
     computers: Computers | None = None
     prices: PriceTable = field(default_factory=PriceTable)
     cache_lifetime_s: float = 300.0  # how long a provider keeps a prefix cached
+    # Review, approvals, drafts and secrets (nightowl.safety); None runs tools ungated.
+    gate: SafetyGate | None = None
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -197,7 +201,14 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 return start_tool_run(session, conversation_id, turn_id, call.id, call.name, effect)
 
         run_id = await asyncio.to_thread(start)
-        parsed = deps.tools.parse_arguments(call.name, call.arguments)
+        # Secrets are substituted only here, and every value is redacted from what comes back.
+        scope = await asyncio.to_thread(deps.gate.secrets, owner_id) if deps.gate else SecretScope()
+        arguments = scope.arguments_for(call.name, effect, call.arguments)
+        parsed = (
+            arguments
+            if isinstance(arguments, ToolResult)
+            else (deps.tools.parse_arguments(call.name, arguments))
+        )
         if isinstance(parsed, ToolResult):
             result = parsed
         else:
@@ -216,12 +227,12 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             try:
                 result = await tool.run(parsed, context)
             except Exception as error:
-                log.exception("tool failed", extra={"tool": call.name})
+                log.warning("tool failed", extra={"tool": call.name, "error": scope.trace()})
                 result = ToolResult(
                     f"{call.name} failed: {error}. Try different arguments or another way.",
                     is_error=True,
                 )
-
+        result = scope.redact_result(result)
         content = result.content
         if is_large(content):
             reference = await asyncio.to_thread(put_text, deps.blob_dir, content)
@@ -336,6 +347,10 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             for index, call in enumerate(reply.tool_calls):
                 calls.append(call.to_dict())
                 slot = f"{step}.{index}"
+                if deps.gate and not await deps.gate.clear(
+                    turn_id, conversation_id, owner_id, slot, call.to_dict()
+                ):
+                    continue  # blocked: its result (why, what to do) is recorded
                 result = await run_tool(turn_id, conversation_id, owner_id, slot, call.to_dict())
                 if result.get("ask"):
                     # A durable wait: no process or thread is held; it outlives restarts, and
@@ -348,7 +363,20 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     await DBOS.recv_async(
                         topic=f"answer:{question}", timeout_seconds=deps.answer_wait_s
                     )
-                    await record_answer(turn_id, conversation_id, slot, call.to_dict(), question)
+                    if deps.gate and result["ask"].get("send"):  # a draft: Send or Discard
+                        await deps.gate.finish_send(
+                            turn_id,
+                            conversation_id,
+                            owner_id,
+                            slot,
+                            call.to_dict(),
+                            question,
+                            result["ask"]["send"],
+                        )
+                    else:
+                        await record_answer(
+                            turn_id, conversation_id, slot, call.to_dict(), question
+                        )
                 ends = ends or bool(result["ends_turn"])
                 if result.get("timer"):
                     timer = result["timer"]

@@ -68,10 +68,7 @@ class Entry:
 FENCE_TAG = "untrusted-data"
 _QUOTE = "\u2502 "  # "│ ": every line of outside text starts with it, so none can pass as ours
 _LOOKALIKE = re.compile(r"<\s*/?\s*untrusted", re.IGNORECASE)
-_SOURCES = {
-    "untrusted": "from outside (not from the owner)",
-    "member": "from a member (not the owner)",
-}
+_SOURCES = {"untrusted": "from outside (not from the owner)"}
 
 
 def fence_id(text: str) -> str:
