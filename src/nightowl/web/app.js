@@ -206,6 +206,7 @@ async function showConversation(id) {
 
 function onHashChange() {
   const auditing = window.location.hash === "#audit";
+  document.body.classList.toggle("auditing", auditing);
   $("audit").hidden = !auditing;
   $("conversation").hidden = auditing;
   if (auditing) {

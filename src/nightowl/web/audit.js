@@ -25,7 +25,7 @@ export async function showAudit(table, status) {
     row.dataset.kind = entry.kind;
     row.append(
       cell(new Date(entry.at).toLocaleString()),
-      cell(entry.kind.replace("_", " "), `kind ${entry.decision}`),
+      cell(entry.kind.replaceAll("_", " "), `kind ${entry.decision}`),
       cell(`${entry.tool} (${entry.effect})`),
       cell(entry.reason),
       cell(entry.turn_id, "turn"),
