@@ -105,6 +105,12 @@ def test_the_owner_approves_a_blocked_action_and_only_the_owner_can(
             )
             assert direct.status_code == 404
             assert bob.get("/v1/audit").json() == []
+            refused = bob.put("/v1/secrets/X", json={"value": "v"})
+            assert refused.status_code == 403 and "only the owner" in refused.text
+        bad = client.put("/v1/secrets/no%20spaces", json={"value": "v"})
+        assert bad.status_code == 422 and "letters, digits" in bad.text
+        assert client.get("/v1/audit", params={"limit": 0}).status_code == 422
+        assert client.delete("/v1/secrets/NOPE").status_code == 404
 
         approved = client.post(
             f"/v1/approvals/{question}", json={"client_id": "me", "decision": "approve"}
@@ -112,6 +118,8 @@ def test_the_owner_approves_a_blocked_action_and_only_the_owner_can(
         assert approved.status_code == 201, approved.text
         kinds = [e["kind"] for e in wait_kinds(client, conversation, "approved")]
         assert kinds == ["reviewed", "approval_requested", "approved"]
+        # The review's model call counts toward usage and budgets.
+        assert rows(database_url, "SELECT count(*) FROM model_calls WHERE step = -1") == [(1,)]
         routines = wait_for(lambda: client.get("/v1/routines").json())
         assert [r["name"] for r in routines] == ["news"]
         assert routines[0]["status"] == "pending_approval"

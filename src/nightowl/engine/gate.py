@@ -9,16 +9,18 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar
 
 from dbos import DBOS
+from sqlalchemy.orm import Session
 
 from nightowl.config import Settings
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.logs import redact_in_logs
-from nightowl.models.base import Model
+from nightowl.models.base import Model, Usage
+from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
 from nightowl.safety import audit
 from nightowl.safety.policy import (
@@ -36,12 +38,18 @@ from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import take_answer, wait_for_answer
 from nightowl.store.tables import utcnow
-from nightowl.store.transcript import load_transcript, put_entry
+from nightowl.store.transcript import (
+    finish_model_call,
+    load_transcript,
+    put_entry,
+    start_model_call,
+)
 from nightowl.store.turns import set_activity
 from nightowl.tools.registry import ToolRegistry
 
 P = ParamSpec("P")
 R = TypeVar("R")
+REVIEW_STEP = -1  # the model_calls step of a review
 APPROVE, DENY = "approve", "deny"
 
 
@@ -53,6 +61,7 @@ class SafetyDeps:
     vault_key: bytes | None = None
     send_provider: SendProvider | None = None
     approval_timeout_s: float = 15.0
+    prices: PriceTable = field(default_factory=PriceTable)
 
 
 def _short_arguments(arguments: dict[str, Any]) -> str:
@@ -100,6 +109,7 @@ def build_gate(
         vault_key=load_key(settings.data_dir, settings.secret_key),
         send_provider=provider,
         approval_timeout_s=settings.approval_timeout_s,
+        prices=PriceTable(settings.prices),
     )
     return SafetyGate(database, tools, deps)
 
@@ -202,6 +212,8 @@ class SafetyGate:
 
         def record() -> str | None:
             with self.database.write() as session:
+                if verdict.usage is not None and self.deps.reviewer is not None:
+                    self._record_call(session, conversation_id, turn_id, verdict.usage)
                 if reviewed:
                     audit.record(
                         session,
@@ -251,6 +263,17 @@ class SafetyGate:
         if question is None:
             return None
         return {"question": question, "reason": "; ".join(reasons)}
+
+    def _record_call(
+        self, session: Session, conversation_id: str, turn_id: str, usage: Usage
+    ) -> None:
+        """The review's model call counts toward usage and budgets (step -1: a review, which
+        carries no prompt sections, so the cache-break check skips it)."""
+        assert self.deps.reviewer is not None
+        name = self.deps.reviewer.name
+        record = start_model_call(session, conversation_id, turn_id, REVIEW_STEP, name)
+        cost = self.deps.prices.cost(name, usage)
+        finish_model_call(session, record, usage.to_dict(), cost_usd=cost)
 
     async def _decide_action(
         self,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nightowl.harness.transcript import Entry
-from nightowl.models.base import Model, ModelRequest
+from nightowl.models.base import Model, ModelRequest, Usage
 from nightowl.safety.policy import (
     Trace,
     failed_connectors,
@@ -46,9 +46,8 @@ class Verdict:
 
     allow: bool
     reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"allow": self.allow, "reason": self.reason}
+    # What the reviewer's model call used (None when the rules decided without one).
+    usage: Usage | None = None
 
 
 def review_request(
@@ -116,4 +115,5 @@ async def review(
         reply = await model.complete(review_request(tool, effect, arguments, history, traces))
     except Exception as error:  # an unreachable reviewer never lets an action through
         return Verdict(False, f"the reviewer could not be reached ({type(error).__name__})")
-    return parse_verdict(reply.text)
+    verdict = parse_verdict(reply.text)
+    return Verdict(verdict.allow, verdict.reason, reply.usage)
