@@ -167,8 +167,9 @@ def test_a_failed_connector_cannot_be_worked_around_through_browser_or_shell() -
     assert json.loads(again.messages[0].text)["failed_connectors"] == []
 
 
-def test_reads_that_use_no_secret_pass_the_gate_without_a_step() -> None:
-    assert not gated("web_fetch", "read", {"url": "https://example.com"})
+def test_reads_that_use_no_secret_and_reach_nothing_pass_the_gate_without_a_step() -> None:
+    assert not gated("read_file", "read", {"path": "notes.txt"})
+    assert gated("web_fetch", "read", {"url": "https://example.com"})  # connector workarounds
     assert not gated("send_to_user", "write", {"text": "hi"})
     assert gated("web_fetch", "read", {"url": "https://x.example/?k={{secret:K}}"})
     assert gated("create_routine", "write", {}) and gated("pay", "spend", {})

@@ -30,7 +30,7 @@ from nightowl.safety.policy import (
     outside_texts,
     traced_arguments,
 )
-from nightowl.safety.review import Verdict, review
+from nightowl.safety.review import Verdict, review, rule_verdict
 from nightowl.safety.send_tools import final_payload
 from nightowl.safety.sends import SendProvider, perform_send
 from nightowl.safety.vault import SecretScope, load_key, open_secrets
@@ -188,15 +188,17 @@ class SafetyGate:
 
         history = await asyncio.to_thread(load)
         hold = hold_for(tool.name, tool.effect, call.arguments, history)
-        reviewed = needs_review(tool.name, tool.effect)
+        # A workaround of a failed connector is blocked by rule, whatever the tool's effect.
+        ruled = rule_verdict(tool.name, call.arguments, history)
+        reviewed = needs_review(tool.name, tool.effect) or ruled is not None
         if not reviewed and not hold.reason:
             return None
         found = traced_arguments(call.arguments, outside_texts(history))
         traces = [t.describe() for t in found]
-        verdict = Verdict(True, "not reviewed")
-        if reviewed and self.deps.reviewer is None:
+        verdict = ruled or Verdict(True, "not reviewed")
+        if ruled is None and reviewed and self.deps.reviewer is None:
             verdict = Verdict(False, "no reviewer model is configured")
-        elif reviewed and self.deps.reviewer is not None:
+        elif ruled is None and reviewed and self.deps.reviewer is not None:
             verdict = await review(
                 self.deps.reviewer, tool.name, tool.effect, call.arguments, history, found
             )
@@ -357,6 +359,7 @@ class SafetyGate:
 
         answer = await asyncio.to_thread(take)
         detail: dict[str, Any] = {"payload": send["payload"]}
+        meta: dict[str, Any] = {}
         if answer is None or answer.get("action") != "send":
             kind = "discarded" if answer else "timed_out"
             text = (
@@ -384,6 +387,9 @@ class SafetyGate:
                 tool=call.name,
                 payload=payload,
             )
+            # The provider is a connector: while it fails, the browser and the shell may not
+            # reach it instead (safety/policy.py).
+            meta = {"connector": self.deps.send_provider.connector()}
             if outcome.provider_id:
                 kind, is_error = "sent", False
                 text = f"Sent (provider id {outcome.provider_id}). The owner confirmed it."
@@ -409,6 +415,7 @@ class SafetyGate:
                     call_id=call.id,
                     tool_name=call.name,
                     is_error=is_error,
+                    meta=meta,
                 )
                 put_entry(
                     session, conversation_id, turn_id, f"{turn_id}:tool:{slot}", entry.to_dict()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from sqlalchemy import select
@@ -31,6 +32,10 @@ class SendProvider:
 
     url: str
     timeout_s: float = 30.0
+
+    def connector(self) -> dict[str, Any]:
+        """The provider as a connector: its service name and host (see safety/policy.py)."""
+        return {"service": "send provider", "hosts": [urlsplit(self.url).netloc]}
 
     async def send(self, key: str, payload: dict[str, Any]) -> str:
         """Perform the send; the provider's id for it."""
