@@ -33,16 +33,16 @@ class JsonFormatter(logging.Formatter):
         super().__init__()
         self._redacted: dict[str, str] = {}
 
-    def redact(self, values: dict[str, str]) -> None:
-        """Scrub these values (name -> value) from every line from now on."""
-        self._redacted.update({v: n for n, v in values.items() if len(v) >= 4})
+    def redact(self, forms: dict[str, str]) -> None:
+        """Scrub these forms of secret values (form -> secret name) from every line."""
+        self._redacted.update({f: n for f, n in forms.items() if len(f) >= 4})
 
     def format(self, record: logging.LogRecord) -> str:
         line = self._format(record)
-        for value, name in self._redacted.items():
-            for form in {value, json.dumps(value)[1:-1]}:
-                if form in line:
-                    line = line.replace(form, f"[secret:{name}]")
+        for form, name in sorted(self._redacted.items(), key=lambda item: -len(item[0])):
+            for written in (form, json.dumps(form)[1:-1]):
+                if written in line:
+                    line = line.replace(written, f"[secret:{name}]")
         return line
 
     def _format(self, record: logging.LogRecord) -> str:
@@ -83,11 +83,11 @@ def configure_logging(level: str) -> None:
     logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 
-def redact_in_logs(values: dict[str, str]) -> None:
-    """Keep these secret values (name -> value) out of every log line from now on."""
+def redact_in_logs(forms: dict[str, str]) -> None:
+    """Keep these forms of secret values (form -> secret name) out of every log line."""
     for handler in logging.getLogger().handlers:
         if isinstance(handler.formatter, JsonFormatter):
-            handler.formatter.redact(values)
+            handler.formatter.redact(forms)
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import stat
 from pathlib import Path
@@ -82,3 +83,5 @@ def test_a_scope_substitutes_references_and_redacts_values() -> None:
     result = scope.redact_result(ToolResult(f"echo {VALUE} 12", meta={"raw": [VALUE]}))
     assert result.content == "echo [secret:GH] 12"  # too short a value is left alone
     assert result.meta == {"raw": ["[secret:GH]"]}
+    encoded = "https://x/?t=a%2Fb%3D and " + base64.b64encode(b"a/b=").decode()
+    assert SecretScope({"S": "a/b="}).redact(encoded) == "https://x/?t=[secret:S] and [secret:S]"

@@ -33,7 +33,7 @@ from nightowl.safety.policy import (
 from nightowl.safety.review import Verdict, review, rule_verdict
 from nightowl.safety.send_tools import final_payload
 from nightowl.safety.sends import SendProvider, perform_send
-from nightowl.safety.vault import SecretScope, load_key, open_secrets
+from nightowl.safety.vault import SecretScope, encodings, load_key, open_secrets
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import take_answer, wait_for_answer
@@ -138,7 +138,7 @@ class SafetyGate:
             return SecretScope()
         with self.database.read() as session:
             values = open_secrets(session, self.deps.vault_key, owner_id)
-        redact_in_logs(values)
+        redact_in_logs({form: name for name, v in values.items() for form in encodings(v)})
         return SecretScope(values)
 
     async def clear(

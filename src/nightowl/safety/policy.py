@@ -164,4 +164,6 @@ def hold_for(
         substituted = tool not in OWNER_FACING and effect not in ("send", "spend")
         if substituted and secret_names(arguments):
             reasons.append("it uses a secret in a turn that read content not from the owner")
+        if tool in SHELL_TOOLS and traced_arguments(arguments, outside_texts(history)):
+            reasons.append("a shell command taken from content not from the owner")
     return Hold("; ".join(reasons))

@@ -7,6 +7,7 @@ message, workflow history or a log.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import traceback
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from cryptography.fernet import Fernet, InvalidToken
 from sqlalchemy import delete, select
@@ -115,6 +117,14 @@ def open_secrets(session: Session, key: bytes, owner_id: str) -> dict[str, str]:
     return opened
 
 
+def encodings(value: str) -> list[str]:
+    """The forms a secret's value commonly takes in output: as is, URL-encoded, base64."""
+    raw = value.encode()
+    forms = [value, quote(value, safe=""), base64.b64encode(raw).decode()]
+    forms.append(base64.b64encode(raw).decode().rstrip("="))
+    return list(dict.fromkeys(forms))
+
+
 @dataclass(frozen=True)
 class SecretScope:
     """An owner's secrets while one tool runs: substitute on the way in, redact on the way out."""
@@ -137,10 +147,14 @@ class SecretScope:
         return value
 
     def redact(self, text: str) -> str:
-        """The text with every secret value replaced by its reference (longest values first)."""
+        """The text with every secret value (as is, URL-encoded or base64) replaced by its
+        reference, longest values first."""
         for name, value in sorted(self.values.items(), key=lambda item: -len(item[1])):
-            if len(value) >= MIN_REDACTED and value in text:
-                text = text.replace(value, f"[secret:{name}]")
+            if len(value) < MIN_REDACTED:
+                continue
+            for form in encodings(value):
+                if form in text:
+                    text = text.replace(form, f"[secret:{name}]")
         return text
 
     def redact_data(self, value: Any) -> Any:
