@@ -7,7 +7,6 @@ The decisions come from `nightowl.safety` (pure rules and the reviewer); this mo
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -34,6 +33,7 @@ from nightowl.safety.review import Verdict, review, rule_verdict
 from nightowl.safety.send_tools import final_payload
 from nightowl.safety.sends import SendProvider, perform_send
 from nightowl.safety.vault import SecretScope, encodings, load_key, open_secrets
+from nightowl.safety.wording import approval_text, blocked_text
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import take_answer, wait_for_answer
@@ -62,39 +62,6 @@ class SafetyDeps:
     send_provider: SendProvider | None = None
     approval_timeout_s: float = 15.0
     prices: PriceTable = field(default_factory=PriceTable)
-
-
-def _short_arguments(arguments: dict[str, Any]) -> str:
-    text = json.dumps(arguments, ensure_ascii=False)
-    return text if len(text) <= 600 else text[:597] + "..."
-
-
-def _approval_text(
-    tool: str,
-    effect: str,
-    arguments: dict[str, Any],
-    reasons: list[str],
-    traces: list[str],
-    window_s: float,
-) -> str:
-    lines = [
-        f"**Approve this action?** `{tool}` ({effect}) with `{_short_arguments(arguments)}`",
-        "",
-        "Held because: " + "; ".join(reasons) + ".",
-    ]
-    if traces:
-        lines.append("Careful: " + "; ".join(traces) + ".")
-    lines.append(f"Without an answer within {window_s:g} seconds it stays blocked.")
-    return "\n".join(lines)
-
-
-def blocked_text(tool: str, reason: str, outcome: str) -> str:
-    """The tool result a blocked action gets, in words the agent can act on."""
-    return (
-        f"Not done: {tool} was held by nightowl's safety review ({reason}) and {outcome}. "
-        "Do not retry it or reach the same result another way (another tool, the browser or "
-        "the shell). Tell the owner what you wanted to do and why, and let them decide."
-    )
 
 
 def build_gate(
@@ -233,7 +200,7 @@ class SafetyGate:
                     session,
                     conversation_id,
                     key=f"approval:{turn_id}:{slot}",
-                    body=_approval_text(
+                    body=approval_text(
                         tool.name, tool.effect, call.arguments, reasons, traces, window
                     ),
                     turn_id=turn_id,

@@ -203,12 +203,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         run_id = await asyncio.to_thread(start)
         # Secrets are substituted only here, and every value is redacted from what comes back.
         scope = await asyncio.to_thread(deps.gate.secrets, owner_id) if deps.gate else SecretScope()
-        arguments = scope.arguments_for(call.name, effect, call.arguments)
-        parsed = (
-            arguments
-            if isinstance(arguments, ToolResult)
-            else (deps.tools.parse_arguments(call.name, arguments))
-        )
+        parsed = scope.parse(deps.tools, call.name, effect, call.arguments)
         if isinstance(parsed, ToolResult):
             result = parsed
         else:

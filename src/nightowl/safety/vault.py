@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from cryptography.fernet import Fernet, InvalidToken
+from pydantic import BaseModel
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
@@ -25,7 +26,7 @@ from nightowl.safety.policy import OWNER_FACING, SECRET_REF
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.tables import SecretRow, utcnow
-from nightowl.tools.registry import ToolResult
+from nightowl.tools.registry import ToolRegistry, ToolResult
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 KEY_FILE = "secret.key"
@@ -182,6 +183,13 @@ class SecretScope:
                 is_error=True,
             )
         return self.substitute(arguments)
+
+    def parse(
+        self, tools: ToolRegistry, tool: str, effect: str, arguments: dict[str, Any]
+    ) -> BaseModel | ToolResult:
+        """The tool's validated arguments with secrets substituted, or an error result."""
+        given = self.arguments_for(tool, effect, arguments)
+        return given if isinstance(given, ToolResult) else tools.parse_arguments(tool, given)
 
     def redact_result(self, result: ToolResult) -> ToolResult:
         """The tool's result with every secret value replaced by its reference."""
