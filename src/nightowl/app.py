@@ -21,6 +21,7 @@ from nightowl.api import (
     memory,
     operations,
     routines,
+    safety,
     usage,
     webapp,
 )
@@ -31,6 +32,7 @@ from nightowl.computer.desktop import Desktops
 from nightowl.config import Settings
 from nightowl.engine.compaction import CompactionSettings, build_compaction_workflow
 from nightowl.engine.durable import DurableEngine
+from nightowl.engine.gate import build_gate
 from nightowl.engine.heartbeat import Heartbeat
 from nightowl.engine.retention import RetentionSweep
 from nightowl.engine.routines import RoutineSchedules
@@ -44,6 +46,7 @@ from nightowl.metrics import Metrics
 from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
 from nightowl.router.router import Router
+from nightowl.safety.send_tools import SEND_TOOLS
 from nightowl.store.changes import ChangeFeed
 from nightowl.store.database import Database
 from nightowl.store.migrate import upgrade
@@ -92,12 +95,13 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     tools = builtin_registry(settings.web_fetch_private, semantic)
     desktops = Desktops(computers)
     app.state.desktops = desktops
-    for tool in [*browser_tools(browsers), *desktop_tools(desktops)]:
+    for tool in [*browser_tools(browsers), *desktop_tools(desktops), *SEND_TOOLS]:
         tools.add(tool)
+    model = build_model(settings.model)
     deps = TurnDeps(
         database=database,
         metrics=metrics,
-        model=build_model(settings.model),
+        model=model,
         tools=tools,
         limits=GuardLimits(
             max_steps=settings.max_steps_per_turn,
@@ -122,6 +126,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
             keep_messages=settings.compact_keep_messages,
         ),
         schedule_compaction=engine.schedule_compaction,
+        gate=build_gate(settings, database, tools, model),
     )
     engine.register_turn(build_turn_workflow(deps))
     if deps.model is not None:
@@ -148,6 +153,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         settings.cache_lifetime_s,
     )
     app.state.settings = settings
+    app.state.vault_key = deps.gate.deps.vault_key if deps.gate else None
     app.state.database = database
     app.state.metrics = metrics
     app.state.changes = changes
@@ -273,6 +279,7 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(memory.routes)
     app.include_router(files.routes)
     app.include_router(usage.routes)
+    app.include_router(safety.routes)
     app.include_router(display.routes)
     app.include_router(webapp.routes)
 

@@ -1,4 +1,5 @@
-"""`nightowl serve | chat | token | doctor | usage | hooks | routines | memory | models`."""
+"""`nightowl serve | chat | token | doctor | usage | hooks | routines | memory | models |
+secrets | audit`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 
 from nightowl.config import Settings
 from nightowl.memory.commands import add_commands as add_memory_commands
+from nightowl.safety.commands import add_commands as add_safety_commands
 from nightowl.store.database import Database
 from nightowl.store.errors import StoreError
 
@@ -368,6 +370,7 @@ def parser() -> argparse.ArgumentParser:
     models_commands.add_parser("install", help="fetch, assemble and verify the local weights")
     models_commands.add_parser("status", help="where the local weights are and where from")
     models.set_defaults(run=_models)
+    add_safety_commands(commands, _settings, _store)
     return root
 
 

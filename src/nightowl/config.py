@@ -121,6 +121,22 @@ class Settings(BaseSettings):
     max_attachment_bytes: int = Field(default=25 * 1024 * 1024, ge=1)
     log_level: str = "INFO"
 
+    review_model: str = Field(
+        default="",
+        description="The model that reviews risky actions (same kinds as `model`); "
+        "empty: the same model as the agent.",
+    )
+    approval_timeout_s: float = Field(
+        default=15.0, gt=0, description="How long a held action waits for the owner's approval."
+    )
+    secret_key: str | None = Field(
+        default=None,
+        description="The vault key (Fernet); unset: a key file created in the data dir (0600).",
+    )
+    send_provider_url: str | None = Field(
+        default=None, description="HTTP send provider for send_message and pay (POST /sends)."
+    )
+
     sandbox_backend: str = Field(
         default="auto", description="auto | bubblewrap | gvisor: how a user's computer is isolated"
     )
@@ -147,9 +163,11 @@ class Settings(BaseSettings):
         PriceTable(value)  # raises with what is wrong
         return value
 
-    @field_validator("model")
+    @field_validator("model", "review_model")
     @classmethod
     def _model_has_known_kind(cls, value: str) -> str:
+        if not value:
+            return value
         kind = value.split(":", 1)[0]
         known = {"auto", "anthropic", "openai", "openai-compatible", "local", "scripted", "none"}
         if kind not in known:

@@ -23,9 +23,29 @@ _STANDARD_ATTRS = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | 
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, ids, and any `extra` fields."""
+    """One JSON object per line: time, level, logger, message, ids, and any `extra` fields.
+
+    Values registered with `redact` (the vault's secrets, as the gate loads them) never reach
+    a line: the finished line is scrubbed, whatever field or traceback carried them.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._redacted: dict[str, str] = {}
+
+    def redact(self, forms: dict[str, str]) -> None:
+        """Scrub these forms of secret values (form -> secret name) from every line."""
+        self._redacted.update({f: n for f, n in forms.items() if len(f) >= 4})
 
     def format(self, record: logging.LogRecord) -> str:
+        line = self._format(record)
+        for form, name in sorted(self._redacted.items(), key=lambda item: -len(item[0])):
+            for written in (form, json.dumps(form)[1:-1]):
+                if written in line:
+                    line = line.replace(written, f"[secret:{name}]")
+        return line
+
+    def _format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
@@ -58,6 +78,16 @@ def configure_logging(level: str) -> None:
         named.handlers[:] = []
         named.propagate = True
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    # They log every request's URL, which may carry a token a tool was given.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+
+def redact_in_logs(forms: dict[str, str]) -> None:
+    """Keep these forms of secret values (form -> secret name) out of every log line."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler.formatter, JsonFormatter):
+            handler.formatter.redact(forms)
 
 
 @contextmanager

@@ -52,7 +52,7 @@ def test_requests_only_grow_at_the_end(tmp_path: Path, database_url: str, lifeti
             database_url,
             "SELECT sections, cache_break, cache_break_explained, meter_prompt_tokens,"
             " meter_prefix_tokens FROM model_calls"
-            " WHERE conversation_id = :c ORDER BY started_at",
+            " WHERE conversation_id = :c AND step >= 0 ORDER BY started_at",  # not reviews
             c=conversation,
         )
     finally:

@@ -56,7 +56,7 @@ def test_anthropic_places_cache_breakpoints_and_reads_cache_usage() -> None:
     # Tool result, untrusted text and the time note share the last user message, in order.
     kinds = [block["type"] for block in messages[-1]["content"]]
     assert kinds == ["tool_result", "text", "text"]
-    assert "<untrusted>" in messages[-1]["content"][1]["text"]
+    assert "<untrusted-data id=" in messages[-1]["content"][1]["text"]
     assert sent["tools"][0]["input_schema"] == TOOL.parameters
     assert reply.tool_calls[0].name == "send_to_user" and reply.text == "ok"
     assert (reply.usage.cache_read_tokens, reply.usage.cache_write_tokens) == (900, 40)

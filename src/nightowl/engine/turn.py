@@ -22,6 +22,7 @@ from nightowl.computer.computers import Computers
 from nightowl.engine.batches import take_turn_batch
 from nightowl.engine.compaction import CompactionSettings, plan_compaction
 from nightowl.engine.durable import TurnWorkflow
+from nightowl.engine.gate import SafetyGate
 from nightowl.engine.memory_pass import build_memory_pass, is_local
 from nightowl.engine.model_calls import (
     CallStart,
@@ -43,6 +44,7 @@ from nightowl.logs import log_context
 from nightowl.metrics import Metrics
 from nightowl.models.base import Model, ModelConfigError, ModelReply, TransientModelError
 from nightowl.models.pricing import PriceTable
+from nightowl.safety.vault import SecretScope
 from nightowl.store.blobs import put_text
 from nightowl.store.compactions import record_timer
 from nightowl.store.database import Database
@@ -90,6 +92,8 @@ class TurnDeps:
     # Enqueue a conversation's compaction after a delay (None: never compact).
     schedule_compaction: Callable[[str, str, float], Awaitable[None]] | None = None
     memory_pass: str = "auto"  # auto | on | off (see Settings.memory_pass)
+    # Review, approvals, drafts and secrets (nightowl.safety); None runs tools ungated.
+    gate: SafetyGate | None = None
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -212,7 +216,9 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 return start_tool_run(session, conversation_id, turn_id, call.id, call.name, effect)
 
         run_id = await asyncio.to_thread(start)
-        parsed = deps.tools.parse_arguments(call.name, call.arguments)
+        # Secrets are substituted only here, and every value is redacted from what comes back.
+        scope = await asyncio.to_thread(deps.gate.secrets, owner_id) if deps.gate else SecretScope()
+        parsed = scope.parse(deps.tools, call.name, effect, call.arguments)
         if isinstance(parsed, ToolResult):
             result = parsed
         else:
@@ -231,12 +237,12 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             try:
                 result = await tool.run(parsed, context)
             except Exception as error:
-                log.exception("tool failed", extra={"tool": call.name})
+                log.warning("tool failed", extra={"tool": call.name, "error": scope.trace()})
                 result = ToolResult(
                     f"{call.name} failed: {error}. Try different arguments or another way.",
                     is_error=True,
                 )
-
+        result = scope.redact_result(result)
         content = result.content
         if is_large(content):
             reference = await asyncio.to_thread(put_text, deps.blob_dir, content)
@@ -366,6 +372,10 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
             for index, call in enumerate(reply.tool_calls):
                 calls.append(call.to_dict())
                 slot = f"{step}.{index}"
+                if deps.gate and not await deps.gate.clear(
+                    turn_id, conversation_id, owner_id, slot, call.to_dict()
+                ):
+                    continue  # blocked: its result (why, what to do) is recorded
                 result = await run_tool(turn_id, conversation_id, owner_id, slot, call.to_dict())
                 if result.get("ask"):
                     # A durable wait: no process or thread is held; it outlives restarts, and
@@ -378,7 +388,20 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                     await DBOS.recv_async(
                         topic=f"answer:{question}", timeout_seconds=deps.answer_wait_s
                     )
-                    await record_answer(turn_id, conversation_id, slot, call.to_dict(), question)
+                    if deps.gate and result["ask"].get("send"):  # a draft: Send or Discard
+                        await deps.gate.finish_send(
+                            turn_id,
+                            conversation_id,
+                            owner_id,
+                            slot,
+                            call.to_dict(),
+                            question,
+                            result["ask"]["send"],
+                        )
+                    else:
+                        await record_answer(
+                            turn_id, conversation_id, slot, call.to_dict(), question
+                        )
                 ends = ends or bool(result["ends_turn"])
                 if result.get("timer"):
                     timer = result["timer"]

@@ -2,12 +2,15 @@
 
 Script: `{"replies": [{"text": "...", "tool_calls": [{"name": ..., "arguments": {...}}],
 "delay": 0.5, "usage": {...}}, ...], "then": "silent" | "repeat_last", "summary": "...",
-"memory": [{"when": "text in the request", "tool_calls": [...]}, ...]}`. Reply *n* answers the
-conversation's *n*-th model call (counted from the request's history, a compaction summary
-counting the replies it replaced, so a restart or a replay picks the same reply). A compaction
-request is answered with `summary`; a cache-warming one with nothing. The memory pass (requests
-with purpose "memory") gets the first "memory" reply whose "when" occurs in its request, or an
-empty reply.
+"memory": [{"when": "text in the request", "tool_calls": [...]}, ...], "review": {"<tool>" |
+"*": "ALLOW: ..." | "BLOCK: ..."}}`.
+
+Reply *n* answers the conversation's *n*-th model call (counted from the request's history, a
+compaction summary counting the replies it replaced, so a restart or a replay picks the same
+reply); a reply `{"obey": true}` obeys injected text (tests). A compaction request is answered
+with `summary`, a cache-warming one with nothing, a safety review from `review`. The memory
+pass (requests with purpose "memory") gets the first "memory" reply whose "when" occurs in its
+request, or an empty reply.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from typing import Any
 
 from nightowl.harness.transcript import ToolCall
 from nightowl.models.base import ModelConfigError, ModelReply, ModelRequest, Usage
+from nightowl.safety.review import REVIEW_SYSTEM_PREFIX
+
+OBEY_MARK = "DO: "  # a reply `{"obey": true}` runs the tool calls outside text asks for
 
 
 class ScriptedModel:
@@ -39,6 +45,8 @@ class ScriptedModel:
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         script = self._script()
+        if request.system.startswith(REVIEW_SYSTEM_PREFIX):
+            return self._review(script, request)
         if request.purpose == "memory":
             return self._memory_reply(script, request)
         replies: list[dict[str, Any]] = script["replies"]
@@ -68,14 +76,22 @@ class ScriptedModel:
                 return self._reply(request, reply, 0)
         return ModelReply(model=self.name, usage=_usage(request, {}))
 
+    def _review(self, script: dict[str, Any], request: ModelRequest) -> ModelReply:
+        """A safety review: the script's `review` maps a tool name (or "*") to its verdict."""
+        verdicts: dict[str, str] = script.get("review") or {}
+        tool = str(json.loads(request.messages[0].text)["action"]["tool"])
+        text = verdicts.get(tool) or verdicts.get("*") or "ALLOW: the scripted reviewer allows it"
+        return ModelReply(text=text, usage=_usage(request, {}), model=self.name)
+
     def _reply(self, request: ModelRequest, reply: dict[str, Any], index: int) -> ModelReply:
+        wanted = _obeyed(request) if reply.get("obey") else reply.get("tool_calls", ())
         calls = tuple(
             ToolCall(
                 id=call.get("id") or f"call_{index}_{n}",
                 name=call["name"],
                 arguments=dict(call.get("arguments") or {}),
             )
-            for n, call in enumerate(reply.get("tool_calls", ()))
+            for n, call in enumerate(wanted)
         )
         return ModelReply(
             text=reply.get("text", ""),
@@ -83,6 +99,18 @@ class ScriptedModel:
             usage=_usage(request, reply.get("usage", {})),
             model=self.name,
         )
+
+
+def _obeyed(request: ModelRequest) -> list[dict[str, Any]]:
+    """The worst case: every `DO: {tool call}` line that arrived since the model last spoke
+    (from anyone: the owner, an e-mail, a web page), obeyed."""
+    found: list[dict[str, Any]] = []
+    for entry in reversed(request.messages):
+        if entry.kind == "assistant":
+            break
+        lines = [line for line in entry.text.splitlines() if line.startswith(OBEY_MARK)]
+        found = [json.loads(line[len(OBEY_MARK) :]) for line in lines] + found
+    return found
 
 
 def _usage(request: ModelRequest, given: dict[str, int]) -> Usage:

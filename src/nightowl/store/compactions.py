@@ -152,7 +152,10 @@ def claim_warming(session: Session, conversation_id: str, now: datetime, lifetim
     if conversation.warmed_at is not None and conversation.warmed_at > since:
         return False
     called = session.scalar(
-        select(func.max(ModelCall.started_at)).where(ModelCall.conversation_id == conversation_id)
+        select(func.max(ModelCall.started_at)).where(
+            ModelCall.conversation_id == conversation_id,
+            ModelCall.sections.is_not(None),  # a request of the conversation's prompt
+        )
     )
     if called is not None and called > since:
         return False
@@ -170,7 +173,12 @@ def last_prompt_size(session: Session, turn_id: str) -> tuple[dict[str, int], in
             ModelCall.cache_write_tokens,
             ModelCall.meter_prompt_tokens,
         )
-        .where(ModelCall.turn_id == turn_id, ModelCall.finished_at.is_not(None))
+        # The turn's own calls (step >= 0), not the safety reviewer's (step -1).
+        .where(
+            ModelCall.turn_id == turn_id,
+            ModelCall.finished_at.is_not(None),
+            ModelCall.step >= 0,
+        )
         .order_by(ModelCall.started_at.desc(), ModelCall.step.desc())
         .limit(1)
     ).first()

@@ -9,6 +9,7 @@ Conflict. The database is the source of truth; the wake-up sent to the workflow 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
@@ -21,7 +22,7 @@ from nightowl.store.conversations import (
     message_info,
 )
 from nightowl.store.errors import Conflict, Invalid, NotFound
-from nightowl.store.tables import Message, Turn
+from nightowl.store.tables import Message, Turn, utcnow
 from nightowl.store.turns import lock_conversation, set_activity
 
 QUESTION_STATES = ("open", "answered", "closed")
@@ -104,6 +105,9 @@ def answer_question(
     stored = validate_answer(controls, answer)
     if question.answer_id is not None:
         raise Conflict("this question was already answered (perhaps on another device)")
+    deadline = controls.get("deadline")
+    if deadline and utcnow() > datetime.fromisoformat(str(deadline)):
+        raise Conflict("the approval window closed; the action stays blocked. Ask the agent again")
     turn = session.get(Turn, question.turn_id) if question.turn_id else None
     if turn is None or turn.status != "running" or turn.waiting_on != question_id:
         raise Conflict(

@@ -318,3 +318,59 @@ class Timer(Base):
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
     due_at: Mapped[datetime] = mapped_column()
     note: Mapped[str] = mapped_column(Text)
+
+
+class AuditEvent(Base):
+    """One entry of the safety audit log: a review, decision, approval, denial or send."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (
+        UniqueConstraint("event_key", name="uq_audit_event_key"),
+        Index("ix_audit_owner_id", "owner_id", "id"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # Derived from the step that wrote it, so a re-run step never logs twice.
+    event_key: Mapped[str] = mapped_column(String(300))
+    owner_id: Mapped[str] = mapped_column(String(64))
+    conversation_id: Mapped[str] = mapped_column(String(64))
+    turn_id: Mapped[str] = mapped_column(String(200))
+    # reviewed | approval_requested | approved | denied | timed_out | blocked | draft | sent
+    # | discarded | send_failed
+    kind: Mapped[str] = mapped_column(String(32))
+    tool: Mapped[str] = mapped_column(String(100))
+    effect: Mapped[str] = mapped_column(String(16))
+    decision: Mapped[str] = mapped_column(String(16))  # allow | block | hold | done | ...
+    reason: Mapped[str] = mapped_column(Text, default="")
+    detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SecretRow(Base):
+    """A secret of the owner's vault, encrypted at rest (only its name is ever shown)."""
+
+    __tablename__ = "secrets"
+    __table_args__ = (UniqueConstraint("owner_id", "name", name="uq_secret_name"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100))
+    ciphertext: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SendRecord(Base):
+    """An irreversible send (message, e-mail, payment): its intent is stored before the
+    provider is called, so a crash in between is checked with the provider, never repeated."""
+
+    __tablename__ = "sends"
+    idempotency_key: Mapped[str] = mapped_column(String(300), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(String(64), index=True)
+    conversation_id: Mapped[str] = mapped_column(String(64))
+    turn_id: Mapped[str] = mapped_column(String(200))
+    tool: Mapped[str] = mapped_column(String(100))
+    payload: Mapped[dict[str, Any]] = mapped_column()
+    status: Mapped[str] = mapped_column(String(16))  # intent | sent | failed
+    provider_id: Mapped[str | None] = mapped_column(String(200), default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(default=None)

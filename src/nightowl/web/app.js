@@ -4,6 +4,7 @@
 // arrives or it (re)connects, and reloads a conversation from the start if its run ever breaks.
 
 import { ApiError, NetworkError, Unauthorized, api, fetchFile, token } from "./api.js";
+import { showAudit } from "./audit.js";
 import { renderMarkdown } from "./markdown.js";
 import { Outbox } from "./outbox.js";
 import { ChangeStream } from "./sync.js";
@@ -204,6 +205,14 @@ async function showConversation(id) {
 }
 
 function onHashChange() {
+  const auditing = window.location.hash === "#audit";
+  document.body.classList.toggle("auditing", auditing);
+  $("audit").hidden = !auditing;
+  $("conversation").hidden = auditing;
+  if (auditing) {
+    showAudit($("audit-table"), $("audit-status"));
+    return;
+  }
   const params = new URLSearchParams(window.location.hash.slice(1));
   showConversation(params.get("c"));
 }

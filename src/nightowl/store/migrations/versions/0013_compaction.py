@@ -1,7 +1,7 @@
 """compactions, timers (pending wakes) and the last cache warming of a conversation
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 Create Date: 2026-11-30 12:40:00
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 from nightowl.store.tables import UtcDateTime
 
 revision = "0013"
-down_revision = "0011"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 

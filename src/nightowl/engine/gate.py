@@ -1,0 +1,392 @@
+"""The safety gate of the turn: review before a tool runs, wait for the owner's approval when
+needed, and perform an approved draft's send — each side effect a named DBOS step.
+
+The decisions come from `nightowl.safety` (pure rules and the reviewer); this module runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, ParamSpec, TypeVar
+
+from dbos import DBOS
+from sqlalchemy.orm import Session
+
+from nightowl.config import Settings
+from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.logs import redact_in_logs
+from nightowl.models.base import Model, Usage
+from nightowl.models.pricing import PriceTable
+from nightowl.models.select import build_model
+from nightowl.safety import audit
+from nightowl.safety.policy import (
+    gated,
+    hold_for,
+    needs_review,
+    outside_texts,
+    traced_arguments,
+)
+from nightowl.safety.review import Verdict, review, rule_verdict
+from nightowl.safety.send_tools import final_payload
+from nightowl.safety.sends import SendProvider, perform_send
+from nightowl.safety.vault import SecretScope, encodings, load_key, open_secrets
+from nightowl.safety.wording import approval_text, blocked_text
+from nightowl.store.database import Database
+from nightowl.store.outbox import deliver_to_user
+from nightowl.store.questions import take_answer, wait_for_answer
+from nightowl.store.tables import utcnow
+from nightowl.store.transcript import (
+    finish_model_call,
+    load_transcript,
+    put_entry,
+    start_model_call,
+)
+from nightowl.store.turns import set_activity
+from nightowl.tools.registry import ToolRegistry
+
+P = ParamSpec("P")
+R = TypeVar("R")
+REVIEW_STEP = -1  # the model_calls step of a review
+APPROVE, DENY = "approve", "deny"
+
+
+@dataclass(frozen=True)
+class SafetyDeps:
+    """What the gate needs: the reviewer model, the vault key, the send provider, the window."""
+
+    reviewer: Model | None
+    vault_key: bytes | None = None
+    send_provider: SendProvider | None = None
+    approval_timeout_s: float = 15.0
+    prices: PriceTable = field(default_factory=PriceTable)
+
+
+def build_gate(
+    settings: Settings, database: Database, tools: ToolRegistry, model: Model | None
+) -> SafetyGate:
+    """The gate as configured: its reviewer (the agent's model unless another is set), the
+    vault key, the send provider and the approval window."""
+    reviewer = build_model(settings.review_model) if settings.review_model else model
+    provider = SendProvider(settings.send_provider_url) if settings.send_provider_url else None
+    deps = SafetyDeps(
+        reviewer=reviewer,
+        vault_key=load_key(settings.data_dir, settings.secret_key),
+        send_provider=provider,
+        approval_timeout_s=settings.approval_timeout_s,
+        prices=PriceTable(settings.prices),
+    )
+    return SafetyGate(database, tools, deps)
+
+
+def _function(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    async def step(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await method(*args, **kwargs)
+
+    step.__name__ = step.__qualname__ = method.__name__
+    return step
+
+
+class SafetyGate:
+    """The steps of the gate, registered with DBOS once per process."""
+
+    def __init__(self, database: Database, tools: ToolRegistry, deps: SafetyDeps) -> None:
+        self.database, self.tools, self.deps = database, tools, deps
+        # DBOS registers plain functions (not bound methods) as steps.
+        self._review = DBOS.step(name="nightowl.review_action")(_function(self._review_action))
+        self._decide = DBOS.step(name="nightowl.decide_action")(_function(self._decide_action))
+        self._send = DBOS.step(name="nightowl.perform_send")(_function(self._perform_send))
+
+    def secrets(self, owner_id: str) -> SecretScope:
+        """The owner's secrets (none without a vault key); called inside a tool's step."""
+        if self.deps.vault_key is None:
+            return SecretScope()
+        with self.database.read() as session:
+            values = open_secrets(session, self.deps.vault_key, owner_id)
+        redact_in_logs({form: name for name, v in values.items() for form in encodings(v)})
+        return SecretScope(values)
+
+    async def clear(
+        self, turn_id: str, conversation_id: str, owner_id: str, slot: str, call: dict[str, Any]
+    ) -> bool:
+        """True when the call may run; otherwise its (blocked) result is already recorded."""
+        tool = self.tools.get(str(call["name"]))
+        if tool is None or not gated(tool.name, tool.effect, call.get("arguments") or {}):
+            return True  # a read: no step, no review (an unknown tool is run_tool's to explain)
+        held = await self._review(turn_id, conversation_id, owner_id, slot, call)
+        if held is None:
+            return True
+        await DBOS.recv_async(
+            topic=f"answer:{held['question']}", timeout_seconds=self.deps.approval_timeout_s
+        )
+        return bool(await self._decide(turn_id, conversation_id, owner_id, slot, call, held))
+
+    async def finish_send(
+        self,
+        turn_id: str,
+        conversation_id: str,
+        owner_id: str,
+        slot: str,
+        call: dict[str, Any],
+        question: str,
+        send: dict[str, Any],
+    ) -> None:
+        """After a draft's answer: send it exactly once (Send) or drop it (Discard)."""
+        await self._send(turn_id, conversation_id, owner_id, slot, call, question, send)
+
+    async def _review_action(
+        self,
+        turn_id: str,
+        conversation_id: str,
+        owner_id: str,
+        slot: str,
+        call_data: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        call = ToolCall.from_dict(call_data)
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return None  # run_tool explains the unknown tool to the agent
+
+        def load() -> list[Entry]:
+            with self.database.read() as session:
+                return [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
+
+        history = await asyncio.to_thread(load)
+        hold = hold_for(tool.name, tool.effect, call.arguments, history)
+        # A workaround of a failed connector is blocked by rule, whatever the tool's effect.
+        ruled = rule_verdict(tool.name, call.arguments, history)
+        reviewed = needs_review(tool.name, tool.effect) or ruled is not None
+        if not reviewed and not hold.reason:
+            return None
+        found = traced_arguments(call.arguments, outside_texts(history))
+        traces = [t.describe() for t in found]
+        verdict = ruled or Verdict(True, "not reviewed")
+        if ruled is None and reviewed and self.deps.reviewer is None:
+            verdict = Verdict(False, "no reviewer model is configured")
+        elif ruled is None and reviewed and self.deps.reviewer is not None:
+            verdict = await review(
+                self.deps.reviewer, tool.name, tool.effect, call.arguments, history, found
+            )
+        reasons = [r for r in (hold.reason, "" if verdict.allow else verdict.reason) if r]
+        common = {
+            "owner_id": owner_id,
+            "conversation_id": conversation_id,
+            "turn_id": turn_id,
+            "tool": tool.name,
+            "effect": tool.effect,
+        }
+        window = self.deps.approval_timeout_s
+
+        def record() -> str | None:
+            with self.database.write() as session:
+                if verdict.usage is not None and self.deps.reviewer is not None:
+                    self._record_call(session, conversation_id, turn_id, verdict.usage)
+                if reviewed:
+                    audit.record(
+                        session,
+                        f"{turn_id}:{slot}:reviewed",
+                        kind="reviewed",
+                        decision="allow" if verdict.allow else "block",
+                        reason=verdict.reason,
+                        detail={"arguments": call.arguments, "traces": traces},
+                        **common,
+                    )
+                if not reasons:
+                    return None
+                deadline = utcnow() + timedelta(seconds=window)
+                message = deliver_to_user(
+                    session,
+                    conversation_id,
+                    key=f"approval:{turn_id}:{slot}",
+                    body=approval_text(
+                        tool.name, tool.effect, call.arguments, reasons, traces, window
+                    ),
+                    turn_id=turn_id,
+                    meta={
+                        "controls": {
+                            "buttons": [
+                                {"label": "Approve", "value": APPROVE},
+                                {"label": "Deny", "value": DENY},
+                            ],
+                            "ask": "approval",
+                            "deadline": deadline.isoformat(),
+                        },
+                        "important": True,
+                    },
+                )
+                wait_for_answer(session, turn_id, message.id, "waiting for your approval")
+                audit.record(
+                    session,
+                    f"{turn_id}:{slot}:approval_requested",
+                    kind="approval_requested",
+                    decision="hold",
+                    reason="; ".join(reasons),
+                    detail={"arguments": call.arguments, "traces": traces, "question": message.id},
+                    **common,
+                )
+                return message.id
+
+        question = await asyncio.to_thread(record)
+        if question is None:
+            return None
+        return {"question": question, "reason": "; ".join(reasons)}
+
+    def _record_call(
+        self, session: Session, conversation_id: str, turn_id: str, usage: Usage
+    ) -> None:
+        """The review's model call counts toward usage and budgets (step -1: a review, which
+        carries no prompt sections, so the cache-break check skips it)."""
+        assert self.deps.reviewer is not None
+        name = self.deps.reviewer.name
+        record = start_model_call(session, conversation_id, turn_id, REVIEW_STEP, name)
+        cost = self.deps.prices.cost(name, usage)
+        finish_model_call(session, record, usage.to_dict(), cost_usd=cost)
+
+    async def _decide_action(
+        self,
+        turn_id: str,
+        conversation_id: str,
+        owner_id: str,
+        slot: str,
+        call_data: dict[str, Any],
+        held: dict[str, Any],
+    ) -> bool:
+        call = ToolCall.from_dict(call_data)
+        tool = self.tools.get(call.name)
+        effect = tool.effect if tool else "read"
+
+        def decide() -> bool:
+            with self.database.write() as session:
+                answer = take_answer(session, turn_id, held["question"])
+                value = (answer or {}).get("value")
+                kind = {APPROVE: "approved", DENY: "denied"}.get(str(value), "timed_out")
+                audit.record(
+                    session,
+                    f"{turn_id}:{slot}:{kind}",
+                    owner_id=owner_id,
+                    conversation_id=conversation_id,
+                    turn_id=turn_id,
+                    kind=kind,
+                    tool=call.name,
+                    effect=effect,
+                    decision="allow" if kind == "approved" else "block",
+                    reason=held["reason"],
+                )
+                set_activity(session, turn_id, "thinking")
+                if kind == "approved":
+                    return True
+                outcome = (
+                    "the owner denied it"
+                    if kind == "denied"
+                    else f"the owner did not approve it within {self.deps.approval_timeout_s:g} "
+                    "seconds, so it stays blocked"
+                )
+                entry = Entry(
+                    kind="tool_result",
+                    text=blocked_text(call.name, held["reason"], outcome),
+                    trust="agent",
+                    call_id=call.id,
+                    tool_name=call.name,
+                    is_error=True,
+                    meta={"blocked": kind},
+                )
+                put_entry(
+                    session, conversation_id, turn_id, f"{turn_id}:tool:{slot}", entry.to_dict()
+                )
+                return False
+
+        return await asyncio.to_thread(decide)
+
+    async def _perform_send(
+        self,
+        turn_id: str,
+        conversation_id: str,
+        owner_id: str,
+        slot: str,
+        call_data: dict[str, Any],
+        question: str,
+        send: dict[str, Any],
+    ) -> None:
+        call = ToolCall.from_dict(call_data)
+        tool = self.tools.get(call.name)
+        effect = tool.effect if tool else "send"
+        common = {
+            "owner_id": owner_id,
+            "conversation_id": conversation_id,
+            "turn_id": turn_id,
+            "tool": call.name,
+            "effect": effect,
+        }
+
+        def take() -> dict[str, Any] | None:
+            with self.database.write() as session:
+                return take_answer(session, turn_id, question)
+
+        answer = await asyncio.to_thread(take)
+        detail: dict[str, Any] = {"payload": send["payload"]}
+        meta: dict[str, Any] = {}
+        if answer is None or answer.get("action") != "send":
+            kind = "discarded" if answer else "timed_out"
+            text = (
+                "The owner discarded the draft; nothing was sent. Do not send it another way."
+                if answer
+                else "The owner did not answer the draft; nothing was sent."
+            )
+            is_error = False
+        elif self.deps.send_provider is None:
+            kind, is_error = "send_failed", True
+            text = (
+                "Not sent: this server has no send provider configured "
+                "(NIGHTOWL_SEND_PROVIDER_URL). Tell the owner."
+            )
+        else:
+            payload = final_payload(send["payload"], str(answer["text"]))
+            detail = {"payload": payload}
+            outcome = await perform_send(
+                self.database,
+                self.deps.send_provider,
+                f"{turn_id}:{slot}",
+                owner_id=owner_id,
+                conversation_id=conversation_id,
+                turn_id=turn_id,
+                tool=call.name,
+                payload=payload,
+            )
+            # The provider is a connector: while it fails, the browser and the shell may not
+            # reach it instead (safety/policy.py).
+            meta = {"connector": self.deps.send_provider.connector()}
+            if outcome.provider_id:
+                kind, is_error = "sent", False
+                text = f"Sent (provider id {outcome.provider_id}). The owner confirmed it."
+            else:
+                kind, is_error = "send_failed", True
+                text = f"Not sent: {outcome.error}. Tell the owner; do not try another way."
+
+        def save() -> None:
+            with self.database.write() as session:
+                audit.record(
+                    session,
+                    f"{turn_id}:{slot}:{kind}",
+                    kind=kind,
+                    decision="done" if kind == "sent" else "block",
+                    reason="the owner's answer to the draft",
+                    detail=detail,
+                    **common,
+                )
+                entry = Entry(
+                    kind="tool_result",
+                    text=text,
+                    trust="agent",
+                    call_id=call.id,
+                    tool_name=call.name,
+                    is_error=is_error,
+                    meta=meta,
+                )
+                put_entry(
+                    session, conversation_id, turn_id, f"{turn_id}:tool:{slot}", entry.to_dict()
+                )
+                set_activity(session, turn_id, "thinking")
+
+        await asyncio.to_thread(save)

@@ -1,0 +1,1 @@
+"""Safety: provenance and taint, the auto reviewer, approvals, drafts, secrets and the audit log."""

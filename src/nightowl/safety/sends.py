@@ -1,0 +1,139 @@
+"""Irreversible sends through an outbox, exactly once.
+
+The intent is recorded (committed) before the provider is called, with an idempotency key the
+provider also receives. A crash after the call and before its result is recorded leaves the
+intent behind: on recovery the provider is asked whether it already has that key, and only a
+provider that has never seen it is called again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from nightowl.store.database import Database
+from nightowl.store.tables import SendRecord, utcnow
+
+
+class SendFailed(Exception):
+    """The provider refused or could not be reached; the message says what happened."""
+
+
+@dataclass(frozen=True)
+class SendProvider:
+    """An HTTP send provider: `POST /sends` with an Idempotency-Key header; `GET
+    /sends/<key>` answers 200 with the send's id once it has that key, 404 before."""
+
+    url: str
+    timeout_s: float = 30.0
+
+    def connector(self) -> dict[str, Any]:
+        """The provider as a connector: its service name and host (see safety/policy.py)."""
+        return {"service": "send provider", "hosts": [urlsplit(self.url).netloc]}
+
+    async def send(self, key: str, payload: dict[str, Any]) -> str:
+        """Perform the send; the provider's id for it."""
+        async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+            try:
+                response = await client.post(
+                    f"{self.url}/sends", json=payload, headers={"Idempotency-Key": key}
+                )
+            except httpx.HTTPError as error:
+                raise SendFailed(f"the send provider could not be reached ({error})") from error
+        if response.status_code >= 400:
+            raise SendFailed(f"the send provider answered {response.status_code}")
+        return str(response.json().get("id", key))
+
+    async def lookup(self, key: str) -> str | None:
+        """The provider's id for a send with this key, or None if it never got one."""
+        async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+            try:
+                response = await client.get(f"{self.url}/sends/{key}")
+            except httpx.HTTPError as error:
+                raise SendFailed(f"the send provider could not be reached ({error})") from error
+        if response.status_code == 404:
+            return None
+        if response.status_code >= 400:
+            raise SendFailed(f"the send provider answered {response.status_code}")
+        return str(response.json().get("id", key))
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    """What happened to a send: its provider id, or the error."""
+
+    provider_id: str | None
+    error: str | None = None
+
+
+def _intent(database: Database, key: str, fields: dict[str, Any]) -> SendRecord | None:
+    """The send's stored record (a copy), after storing the intent if it is new."""
+    with database.write() as session:
+        row = session.get(SendRecord, key)
+        if row is None:
+            session.add(SendRecord(idempotency_key=key, status="intent", **fields))
+            return None
+        session.expunge(row)
+        return row
+
+
+def _finish(database: Database, key: str, provider_id: str | None, error: str | None) -> None:
+    with database.write() as session:
+        row = session.get(SendRecord, key)
+        assert row is not None
+        row.status = "sent" if provider_id else "failed"
+        row.provider_id, row.error = provider_id, error
+        row.sent_at = utcnow() if provider_id else None
+
+
+async def perform_send(
+    database: Database,
+    provider: SendProvider,
+    key: str,
+    *,
+    owner_id: str,
+    conversation_id: str,
+    turn_id: str,
+    tool: str,
+    payload: dict[str, Any],
+) -> SendOutcome:
+    """Send once per key: record the intent, call the provider, record the result."""
+    fields = {
+        "owner_id": owner_id,
+        "conversation_id": conversation_id,
+        "turn_id": turn_id,
+        "tool": tool,
+        "payload": payload,
+    }
+    earlier = await asyncio.to_thread(_intent, database, key, fields)
+    if earlier is not None and earlier.status != "intent":
+        return SendOutcome(earlier.provider_id, earlier.error)
+    try:
+        if earlier is not None:  # a crash left the intent: did the provider get it?
+            found = await provider.lookup(key)
+            if found is not None:
+                await asyncio.to_thread(_finish, database, key, found, None)
+                return SendOutcome(found)
+        provider_id = await provider.send(key, payload)
+    except SendFailed as error:
+        await asyncio.to_thread(_finish, database, key, None, str(error))
+        return SendOutcome(None, str(error))
+    await asyncio.to_thread(_finish, database, key, provider_id, None)
+    return SendOutcome(provider_id)
+
+
+def sends_of(session: Session, owner_id: str) -> list[SendRecord]:
+    """The owner's sends, newest first."""
+    return list(
+        session.scalars(
+            select(SendRecord)
+            .where(SendRecord.owner_id == owner_id)
+            .order_by(SendRecord.created_at.desc())
+        )
+    )
