@@ -50,7 +50,7 @@ typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy src
 
 pytest: $(VENV)/.installed-test
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=15
 
 ## bench: run every benchmark in bench/ (each prints JSON)
 bench: $(VENV)/.installed-test postgres system-packages

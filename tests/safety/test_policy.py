@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
@@ -18,7 +17,7 @@ from nightowl.safety.policy import (
     secret_names,
     traced_arguments,
 )
-from nightowl.safety.review import parse_verdict, review, review_request
+from nightowl.safety.review import parse_verdict, review, review_request, reviewed_tool
 
 OWNER = Entry(kind="user", text="pay the Acme invoice, 120 GBP", trust="owner")
 EMAIL = Entry(
@@ -122,11 +121,14 @@ def test_the_reviewer_sees_the_owner_request_and_the_action_but_not_the_outside_
     traces = traced_arguments(args, outside_texts([OWNER, EMAIL]))
     verdict = asyncio.run(review(reviewer, "pay", "spend", args, [OWNER, EMAIL], traces))  # type: ignore[arg-type]
     assert not verdict.allow
-    facts = json.loads(reviewer.requests[0].messages[0].text)
-    assert facts["owner_request"] == [OWNER.text]
-    assert facts["action"]["tool"] == "pay" and facts["context_has_outside_content"]
-    assert "mallory@evil.example" in facts["arguments_traced_to_outside_content"][0]
-    assert "URGENT" not in reviewer.requests[0].messages[0].text
+    request = reviewer.requests[0]
+    facts = request.messages[0].text
+    assert f"The owner asked:\n- {OWNER.text}\n" in facts
+    assert reviewed_tool(request) == "pay" and request.purpose == "review"
+    assert "Content not from the owner is in the assistant's context: yes." in facts
+    traced = next(line for line in facts.splitlines() if line.startswith("Arguments traced"))
+    assert "mallory@evil.example" in traced
+    assert "URGENT" not in facts
 
 
 def test_an_unreachable_reviewer_blocks() -> None:
@@ -158,7 +160,7 @@ def test_a_failed_connector_cannot_be_worked_around_through_browser_or_shell() -
         review(reviewer, "shell", "write", {"command": "ls"}, history, [])  # type: ignore[arg-type]
     )
     assert other.allow
-    assert json.loads(reviewer.requests[0].messages[0].text)["failed_connectors"] == ["github"]
+    assert "Connectors that failed: github." in reviewer.requests[0].messages[0].text
     recovered = [
         *history,
         Entry(
@@ -166,7 +168,7 @@ def test_a_failed_connector_cannot_be_worked_around_through_browser_or_shell() -
         ),
     ]
     again = review_request("shell", "write", {}, recovered, [])
-    assert json.loads(again.messages[0].text)["failed_connectors"] == []
+    assert "Connectors that failed: none." in again.messages[0].text
 
 
 def test_reads_that_use_no_secret_and_reach_nothing_pass_the_gate_without_a_step() -> None:

@@ -26,9 +26,9 @@ class ModelRequest:
     messages: tuple[Entry, ...]
     max_output_tokens: int = 2048
     tool_names: tuple[str, ...] = ()  # every tool the prompt names, loaded or not
-    # "turn" (the agent loop), "memory" (the memory pass), "compaction" (summarise the
-    # history, text only) or "warm" (repeat the prefix so the provider caches it; the reply is
-    # discarded). Scripted models key on it.
+    # "turn" (the agent loop), "memory" (the memory pass), "review" (the safety reviewer, a
+    # one-line verdict), "compaction" (summarise the history, text only) or "warm" (repeat the
+    # prefix so the provider caches it; the reply is discarded). Scripted models key on it.
     purpose: str = "turn"
 
 

@@ -27,12 +27,15 @@ class LocalModel:
         self.name = "local:qwen2.5-coder-1.5b-instruct-q4_k_m"
         self._path = path or weights_path()
         self._threads = threads
-        self._llm: Any = None
-        self._previous: list[int] = []
+        # Two contexts over the same (memory-mapped) weights: the conversations' own calls keep
+        # their KV cache in "main"; the reviewer and the memory pass, whose prompts share
+        # nothing with them, use "side" instead of evicting it.
+        self._llms: dict[str, Any] = {}
+        self._previous: dict[str, list[int]] = {"main": [], "side": []}
         self._lock = threading.Lock()
 
-    def _load(self) -> Any:
-        if self._llm is None:
+    def _load(self, slot: str) -> Any:
+        if slot not in self._llms:
             try:
                 from llama_cpp import Llama
             except ImportError as error:
@@ -43,17 +46,18 @@ class LocalModel:
                 raise ModelConfigError(
                     f"no weights at {self._path}; run `nightowl models install` first"
                 )
-            self._llm = Llama(
+            self._llms[slot] = Llama(
                 model_path=str(self._path),
                 n_ctx=CONTEXT_TOKENS,
                 n_threads=self._threads,
                 verbose=False,
             )
-        return self._llm
+        return self._llms[slot]
 
     def _complete(self, request: ModelRequest) -> ModelReply:
+        slot = "side" if request.purpose in ("review", "memory") else "main"
         with self._lock:
-            llm = self._load()
+            llm = self._load(slot)
             # A forced tool choice: small models call tools reliably when the reply is primed
             # with the call tag, and write valid JSON arguments. To end, they call
             # send_to_user with final=true (the system prompt says so).
@@ -68,7 +72,7 @@ class LocalModel:
                     f"{CONTEXT_TOKENS}-token context"
                 )
             shared = 0
-            for a, b in zip(tokens, self._previous, strict=False):
+            for a, b in zip(tokens, self._previous[slot], strict=False):
                 if a != b:
                     break
                 shared += 1
@@ -81,7 +85,9 @@ class LocalModel:
                 stop=["<|im_end|>", "<|endoftext|>", "</tool_call>"],
             )
             generated = result["choices"][0]["text"]
-            self._previous = tokens + llm.tokenize(generated.encode(), add_bos=False, special=True)
+            self._previous[slot] = tokens + llm.tokenize(
+                generated.encode(), add_bos=False, special=True
+            )
             if primer:
                 private, calls = read_reply(
                     primer + generated,

@@ -22,7 +22,7 @@ from typing import Any
 
 from nightowl.harness.transcript import ToolCall
 from nightowl.models.base import ModelConfigError, ModelReply, ModelRequest, Usage
-from nightowl.safety.review import REVIEW_SYSTEM_PREFIX
+from nightowl.safety.review import REVIEW_SYSTEM_PREFIX, reviewed_tool
 
 OBEY_MARK = "DO: "  # a reply `{"obey": true}` runs the tool calls outside text asks for
 
@@ -79,7 +79,7 @@ class ScriptedModel:
     def _review(self, script: dict[str, Any], request: ModelRequest) -> ModelReply:
         """A safety review: the script's `review` maps a tool name (or "*") to its verdict."""
         verdicts: dict[str, str] = script.get("review") or {}
-        tool = str(json.loads(request.messages[0].text)["action"]["tool"])
+        tool = reviewed_tool(request)
         text = verdicts.get(tool) or verdicts.get("*") or "ALLOW: the scripted reviewer allows it"
         return ModelReply(text=text, usage=_usage(request, {}), model=self.name)
 
