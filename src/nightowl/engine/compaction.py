@@ -16,7 +16,7 @@ from typing import Any
 
 from dbos import DBOS
 
-from nightowl.engine.model_calls import record_outcome, report_cache_break
+from nightowl.engine.model_calls import conversation_pin, record_outcome, report_cache_break
 from nightowl.harness.compaction import (
     compacted_entry,
     latest_user_facing,
@@ -24,11 +24,10 @@ from nightowl.harness.compaction import (
     summary_request,
     wakes_within,
 )
-from nightowl.harness.pins import PromptPin, pin_now
+from nightowl.harness.pins import PromptPin
 from nightowl.harness.prompt import SYSTEM_PROMPT
 from nightowl.harness.sections import request_sections
 from nightowl.harness.transcript import Entry
-from nightowl.memory.context import profile_for_pin
 from nightowl.metrics import Metrics
 from nightowl.models.base import Model, ModelReply, ToolSpec
 from nightowl.models.pricing import PriceTable
@@ -44,7 +43,6 @@ from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
     finish_model_call,
     load_transcript,
-    prompt_pin,
     start_model_call,
 )
 
@@ -105,17 +103,7 @@ def build_compaction_workflow(
             if wakes_within(upcoming_wakes(session, conversation_id, now), now, settings.idle_s):
                 return "wake due"
             size = last_prompt_size(session, after_turn)
-            pin = prompt_pin(  # pinned by the turn already; the factory is a fallback
-                session,
-                conversation_id,
-                lambda: pin_now(
-                    SYSTEM_PROMPT,
-                    summaries,
-                    specs,
-                    groups=groups,
-                    profile=profile_for_pin(session, conversation_id),
-                ),
-            )
+            pin = conversation_pin(session, conversation_id, summaries, specs, groups)
             history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
             through = last_entry_id(session, conversation_id)
             record = start_model_call(

@@ -55,6 +55,28 @@ class CallStart:
     memory: str = ""  # memory's part of the newest note (see memory/context.py)
 
 
+def conversation_pin(
+    session: Session,
+    conversation_id: str,
+    summaries: list[tuple[str, str]],
+    specs: dict[str, ToolSpec],
+    groups: list[tuple[str, str]],
+) -> PromptPin:
+    """The conversation's pinned prompt, pinned now (the server's instructions, tools and the
+    owner's current profile) if it has none: at its first call, or after a compaction."""
+    return prompt_pin(
+        session,
+        conversation_id,
+        lambda: pin_now(
+            SYSTEM_PROMPT,
+            summaries,
+            specs,
+            groups=groups,
+            profile=profile_for_pin(session, conversation_id),
+        ),
+    )
+
+
 def begin_model_call(
     session: Session,
     *,
@@ -70,17 +92,7 @@ def begin_model_call(
 ) -> CallStart:
     """Pin the prompt (once per conversation), check budgets and the guard, load the history
     and record the call as started."""
-    pin = prompt_pin(
-        session,
-        conversation_id,
-        lambda: pin_now(
-            SYSTEM_PROMPT,
-            summaries,
-            specs,
-            groups=groups,
-            profile=profile_for_pin(session, conversation_id),
-        ),
-    )
+    pin = conversation_pin(session, conversation_id, summaries, specs, groups)
     midnight = datetime.combine(utcnow().date(), day_start.min, tzinfo=utcnow().tzinfo)
     over = budget_stop(limits, spending_today(session, turn_id, midnight))
     stop = over or check_guard(limits, step, [ToolCall.from_dict(c) for c in calls_so_far])
