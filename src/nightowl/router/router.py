@@ -19,7 +19,7 @@ from nightowl.store.database import Database
 from nightowl.store.errors import NotFound, StoreError
 from nightowl.store.ids import new_id
 from nightowl.store.tables import Conversation, Message, Trigger, utcnow
-from nightowl.store.turns import TurnInfo, queue_turns, running_turns_of
+from nightowl.store.turns import TurnInfo, queue_turns, running_turn_ids
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,8 @@ class Router:
                 for c, a in by_conversation.items()
                 if Priority.OWNER_DIRECT in {i.priority for i in a}
             ]
-            staged.preempt.extend(running_turns_of(session, urgent))
+            for conversation_id in urgent:
+                staged.preempt.extend(running_turn_ids(session, conversation_id))
             # A key seen before this batch answers with its original message (committed
             # by now: a conflicting insert waits for the other transaction to end).
             seen = self._seen_many(session, [key for key in first_of_key if key not in claimed])

@@ -264,13 +264,13 @@ def append_to_conversations(
     whatever their number: lock their rows (in id order, so concurrent writers cannot
     deadlock), bump every sequence at once, insert every message at once, announce them in
     one go."""
-    for items in new.values():
-        _validate(items)
     new = {conversation: items for conversation, items in new.items() if items}
     connection = session.connection()
     if len(new) <= 1 or connection.dialect.name != "postgresql":
         # SQLite has no VALUES list in UPDATE … FROM, and its statements cost microseconds.
         return {c: append_messages(session, c, items) for c, items in new.items()}
+    for items in new.values():
+        _validate(items)
     now = utcnow()
     ids = sorted(new)
     connection.execute(

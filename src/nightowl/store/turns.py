@@ -46,74 +46,30 @@ def lock_conversation(session: Session, conversation_id: str) -> None:
         )
 
 
-_QUEUED_TURN = (
-    select(Turn.id, Turn.priority)
-    .where(
-        Turn.conversation_id == bindparam("conversation_id"),
-        Turn.status == "queued",
-        Turn.priority <= bindparam("priority"),
-    )
-    .order_by(Turn.priority)
-    .limit(1)
-)
 _INSERT_TURN = insert(Turn)
 _RUNNING = select(Turn.id).where(
     Turn.conversation_id == bindparam("conversation_id"), Turn.status == "running"
 )
 
 
-def _queued_turn(session: Session, conversation_id: str, priority: int) -> TurnInfo | None:
-    # Only a waiting turn at least as urgent will do: the owner's message must not join a
-    # group or webhook turn that is still sitting out its batching window.
-    row = (
-        session.connection()
-        .execute(_QUEUED_TURN, {"conversation_id": conversation_id, "priority": priority})
-        .first()
-    )
-    return (
-        None
-        if row is None
-        else TurnInfo(row.id, conversation_id, "queued", row.priority, None, None)
-    )
-
-
-def queue_turn(
-    session: Session, conversation_id: str, priority: int, *, already_locked: bool = False
-) -> tuple[TurnInfo, bool]:
+def queue_turn(session: Session, conversation_id: str, priority: int) -> tuple[TurnInfo, bool]:
     """The conversation's waiting turn (one at least as urgent), or a new one; True when new.
 
-    Call it in the transaction that stored the new message (appending a message locks the
-    conversation row): a waiting turn has not yet taken its batch, so it takes this message too.
+    Call it in the transaction that stored the new message: a waiting turn has not yet taken
+    its batch, so it takes this message too.
     """
-    if not already_locked:
-        lock_conversation(session, conversation_id)
-    waiting = _queued_turn(session, conversation_id, priority)
-    if waiting is not None:
-        return waiting, False
-    turn = TurnInfo(new_id("turn"), conversation_id, "queued", int(priority), None, None)
-    session.connection().execute(
-        _INSERT_TURN,
-        [
-            {
-                "id": turn.id,
-                "conversation_id": conversation_id,
-                "status": "queued",
-                "priority": turn.priority,
-                "created_at": utcnow(),
-                "activity": "",
-            }
-        ],
-    )
-    return turn, True
+    lock_conversation(session, conversation_id)
+    return queue_turns(session, {conversation_id: {priority}})[(conversation_id, priority)]
 
 
 def queue_turns(
     session: Session, wanted: dict[str, set[int]]
 ) -> dict[tuple[str, int], tuple[TurnInfo, bool]]:
-    """`queue_turn` for several conversations and urgencies at once (one read, one insert),
-    their rows already locked: per (conversation, priority) the waiting turn at least as
-    urgent, or a new one (True when new). The most urgent of a conversation goes first, so a
-    less urgent arrival joins the turn just made for a more urgent one."""
+    """Per (conversation, priority), the waiting turn at least as urgent, or a new one (True
+    when new), for several conversations at once (one read, one insert), their rows already
+    locked. Only a turn at least as urgent will do: the owner's message must not join a group
+    or webhook turn still sitting out its batching window. The most urgent of a conversation
+    goes first, so a less urgent arrival joins the turn just made for a more urgent one."""
     connection = session.connection()
     waiting: dict[str, list[TurnInfo]] = {conversation: [] for conversation in wanted}
     for row in connection.execute(
@@ -149,19 +105,6 @@ def queue_turns(
     if new_rows:
         connection.execute(_INSERT_TURN, new_rows)
     return found
-
-
-def running_turns_of(session: Session, conversation_ids: list[str]) -> list[str]:
-    """The running turns of these conversations (one query)."""
-    if not conversation_ids:
-        return []
-    return list(
-        session.connection().scalars(
-            select(Turn.id).where(
-                Turn.conversation_id.in_(sorted(conversation_ids)), Turn.status == "running"
-            )
-        )
-    )
 
 
 def claim_batch(session: Session, turn_id: str) -> list[MessageInfo]:
