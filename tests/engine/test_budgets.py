@@ -37,7 +37,13 @@ def test_the_budget_stops_work_once_and_usage_reports_the_cost(
     tmp_path: Path, database_url: str
 ) -> None:
     model = write_script(tmp_path / "s.json", [_reply("one"), _reply("two"), _reply("three")])
-    env = {"NIGHTOWL_PRICES": json.dumps(PRICES), "NIGHTOWL_CONVERSATION_BUDGET_USD": "2"}
+    env = {
+        "NIGHTOWL_PRICES": json.dumps(PRICES),
+        "NIGHTOWL_CONVERSATION_BUDGET_USD": "2",
+        # The memory pass's calls count too (tests/memory/test_memory_pass.py); here only the
+        # turns' own calls are priced and counted.
+        "NIGHTOWL_MEMORY_PASS": "off",
+    }
     server = ServerProcess(tmp_path / "data", database_url, model=model, env=env).start()
     try:
         with server.client() as client:

@@ -38,7 +38,13 @@ def _run_turn(
 
 
 def _model_calls(url: str, conversation: str) -> int:
-    return len(rows(url, "SELECT id FROM model_calls WHERE conversation_id = :c", c=conversation))
+    return len(
+        rows(
+            url,
+            "SELECT id FROM model_calls WHERE conversation_id = :c AND step >= 0",
+            c=conversation,
+        )
+    )
 
 
 @pytest.fixture
@@ -214,7 +220,8 @@ def test_provider_overload_is_retried_with_backoff(tmp_path: Path, database_url:
     assert messages[-1]["body"] == "made it"
     errors = rows(
         database_url,
-        "SELECT error FROM model_calls WHERE conversation_id = :c ORDER BY started_at",
+        "SELECT error FROM model_calls WHERE conversation_id = :c AND step >= 0"
+        " ORDER BY started_at",
         c=conversation,
     )
     assert errors[0][0] is not None and errors[1][0] is None

@@ -22,10 +22,12 @@ from nightowl.memory.facts import (
 from nightowl.memory.memory_pass import plan_pass, read_pass_input, run_memory_pass, write_pass
 from nightowl.memory.pass_prompt import CONSOLIDATE_MARK
 from nightowl.memory.worklog import recent_entries
+from nightowl.models.pricing import PriceTable
 from nightowl.models.scripted import ScriptedModel
 from nightowl.store.conversations import append_message, create_conversation
 from nightowl.store.database import Database
 from nightowl.store.memory_tables import MemoryConsolidation, MemoryPassRecord
+from nightowl.store.tables import ModelCall
 from nightowl.store.users import ensure_owner
 
 
@@ -94,7 +96,8 @@ def test_500_facts_offered_never_pass_the_bounds_and_unshown_facts_stay(
             conversation_id=conversation,
             user_id=owner,
             model_name=model.name,
-            usage=(1, 1),
+            calls=[r.usage for r in replies],
+            prices=PriceTable(),
         )
     with database.read() as session:
         count, chars = profile_size(session, owner)
@@ -146,9 +149,24 @@ def test_facts_keep_source_and_trust_and_a_rerun_writes_nothing(
             }
         ],
     )
-    first = asyncio.run(run_memory_pass(database, model, "turn-1", conversation, owner))
-    again = asyncio.run(run_memory_pass(database, model, "turn-1", conversation, owner))
+    # The operator prices the scripted model, so the pass's call has a cost to count.
+    prices = PriceTable({"scripted": {"input": 1_000_000.0, "output": 1_000_000.0}})
+    first = asyncio.run(
+        run_memory_pass(database, model, "turn-1", conversation, owner, prices=prices)
+    )
+    again = asyncio.run(
+        run_memory_pass(database, model, "turn-1", conversation, owner, prices=prices)
+    )
     assert first["added"] == 2 and again == {"skipped": True}
+    with database.read() as session:
+        calls = session.scalars(select(ModelCall).where(ModelCall.turn_id == "turn-1")).all()
+        record = session.get(MemoryPassRecord, "turn-1")
+    # One call, recorded once (the re-run wrote nothing), with its tokens and cost: it counts
+    # toward /v1/usage and the conversation's budget like the turn's own calls.
+    (call,) = calls
+    assert call.step == -2 and call.finished_at is not None and call.input_tokens > 0
+    assert record is not None and record.input_tokens == call.input_tokens
+    assert call.cost_usd == call.input_tokens + call.output_tokens
     with database.read() as session:
         found = list_facts(session, owner)
         log = recent_entries(session, owner)

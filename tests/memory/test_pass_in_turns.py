@@ -137,7 +137,7 @@ def test_a_profile_change_mid_conversation_keeps_the_cached_prefix(
                 wait_for(lambda: _done(database_url, conversation, turns=2), timeout=60)
             breaks = rows(
                 database_url,
-                "SELECT cache_break FROM model_calls WHERE conversation_id = :c",
+                "SELECT cache_break FROM model_calls WHERE conversation_id = :c AND step >= 0",
                 c=conversation,
             )
         finally:

@@ -13,6 +13,7 @@ from dbos import DBOS, SetWorkflowID
 from nightowl.memory.memory_pass import run_memory_pass
 from nightowl.metrics import Metrics
 from nightowl.models.base import Model, TransientModelError
+from nightowl.models.pricing import PriceTable
 from nightowl.store.database import Database
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,9 @@ def _is_transient(error: BaseException) -> bool:
     return isinstance(error, TransientModelError)
 
 
-def build_memory_pass(database: Database, model: Model, metrics: Metrics) -> StartMemoryPass:
+def build_memory_pass(
+    database: Database, model: Model, metrics: Metrics, prices: PriceTable
+) -> StartMemoryPass:
     """Register the memory-pass workflow and its step (it writes once per turn, however often
     it runs); returns what a turn calls to start it."""
 
@@ -45,7 +48,9 @@ def build_memory_pass(database: Database, model: Model, metrics: Metrics) -> Sta
         turn_id: str, conversation_id: str, owner_id: str, use_model: bool
     ) -> dict[str, Any]:
         metrics.steps.labels(kind="memory_pass").inc()
-        return await run_memory_pass(database, model, turn_id, conversation_id, owner_id, use_model)
+        return await run_memory_pass(
+            database, model, turn_id, conversation_id, owner_id, use_model, prices
+        )
 
     @DBOS.workflow(name="nightowl.remember")
     async def remember(

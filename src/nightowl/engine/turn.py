@@ -106,7 +106,11 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
     specs = deps.tools.specs()
     groups = deps.tools.groups()
     summaries = deps.tools.summaries()
-    remember = build_memory_pass(database, deps.model, metrics) if deps.model is not None else None
+    remember = (
+        build_memory_pass(database, deps.model, metrics, deps.prices)
+        if deps.model is not None
+        else None
+    )
     pass_uses_model = deps.memory_pass == "on" or (
         deps.memory_pass == "auto" and deps.model is not None and not is_local(deps.model)
     )

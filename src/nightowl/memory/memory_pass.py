@@ -30,15 +30,18 @@ from nightowl.memory.plan import (
     fits,
 )
 from nightowl.memory.worklog import write_entry
-from nightowl.models.base import Model, ModelReply
+from nightowl.models.base import Model, ModelReply, Usage
+from nightowl.models.pricing import PriceTable
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import MemoryConsolidation, MemoryFact, MemoryPassRecord
 from nightowl.store.tables import Message, utcnow
-from nightowl.store.transcript import load_turn_entries
+from nightowl.store.transcript import finish_model_call, load_turn_entries, start_model_call
 
 log = logging.getLogger(__name__)
+
+MEMORY_STEP = -2  # the model_calls step of a memory pass's calls (a review's is -1)
 
 
 @dataclass
@@ -199,12 +202,17 @@ def write_pass(
     conversation_id: str,
     user_id: str,
     model_name: str,
-    usage: tuple[int, int],
+    calls: list[Usage],
+    prices: PriceTable,
 ) -> bool:
-    """Write the planned profile, the consolidations, the work-log entry and the pass record;
-    False when this turn's pass was written already."""
+    """Write the planned profile, the consolidations, the work-log entry, the pass record and
+    the pass's model calls (they count toward usage and budgets like the turn's own); False
+    when this turn's pass was written already."""
     if session.get(MemoryPassRecord, turn_id) is not None:
         return False
+    for usage in calls:
+        record = start_model_call(session, conversation_id, turn_id, MEMORY_STEP, model_name)
+        finish_model_call(session, record, usage.to_dict(), cost_usd=prices.cost(model_name, usage))
     shown = {i.number: i for i in given.items}
     final = {i.number: i for i in planned}
     for number, item in shown.items():
@@ -271,8 +279,8 @@ def write_pass(
             user_id=user_id,
             conversation_id=conversation_id,
             model=model_name,
-            input_tokens=usage[0],
-            output_tokens=usage[1],
+            input_tokens=sum(u.input_tokens for u in calls),
+            output_tokens=sum(u.output_tokens for u in calls),
             outcome=result.to_dict(),
             created_at=utcnow(),
         )
@@ -288,6 +296,7 @@ async def run_memory_pass(
     conversation_id: str,
     user_id: str,
     use_model: bool = True,
+    prices: PriceTable | None = None,
 ) -> dict[str, Any]:
     """The whole pass for one turn (safe to run twice: the second run writes nothing).
     Without `use_model` (a turn stopped by a budget or the guard) only the work-log entry is
@@ -304,10 +313,6 @@ async def run_memory_pass(
         planned, ops, result, replies = await plan_pass(model, given, utcnow().strftime("%Y-%m-%d"))
     else:
         planned, ops, result, replies = list(given.items), Operations(), PassResult(), []
-    usage = (
-        sum(r.usage.input_tokens for r in replies),
-        sum(r.usage.output_tokens for r in replies),
-    )
 
     def write() -> bool:
         with database.write() as session:
@@ -321,7 +326,8 @@ async def run_memory_pass(
                 conversation_id=conversation_id,
                 user_id=user_id,
                 model_name=model.name,
-                usage=usage,
+                calls=[r.usage for r in replies],
+                prices=prices or PriceTable(),
             )
 
     wrote = await asyncio.to_thread(write)

@@ -50,6 +50,28 @@ def query_words(query: str) -> list[str]:
     return words[:32]
 
 
+def _stem(word: str) -> str:
+    """A word without its commonest English endings (meetings, meeting -> meet), enough to
+    compare a query's words with a text's; the databases stem properly for matching."""
+    for suffix in ("es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
+            word = word[: -len(suffix)]
+            break
+    for suffix in ("ing", "ed", "ly"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def word_coverage(query: str, text: str) -> float:
+    """The share of the query's words (as `query_words` picks them) that `text` holds."""
+    wanted = {_stem(w) for w in query_words(query)}
+    if not wanted:
+        return 0.0
+    held = {_stem(w) for w in WORD.findall(text.lower())}
+    return len(wanted & held) / len(wanted)
+
+
 def _kind_filter(kinds: Sequence[str] | None) -> tuple[str, dict[str, str]]:
     chosen = [k for k in (kinds or KINDS) if k in KINDS]
     names = {f"k{n}": kind for n, kind in enumerate(chosen)}
