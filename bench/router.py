@@ -9,6 +9,12 @@
 - trigger_to_model: an owner's direct message's `created_at` to the start of the first model
   call of its turn (scripted model, zero delay), both stamped by the server.
 - preempt: the owner's correction sent → the running turn (in a 30 s tool) marked stopped.
+
+Baselines measured in the same run, because these machines are noisy:
+- `store_append_per_s`: plain appends of one message each, one commit each, one thread, on the
+  same database;
+- `http_roundtrip_p50_ms`: GET /healthz on the same server (`SELECT 1` on the store).
+`ingest_vs_store_append` and `trigger_to_model_vs_http_roundtrip` are the ratios to them.
 Prints one JSON object with an entry per database.
 """
 
@@ -40,7 +46,8 @@ from nightowl.channels.webhooks import sign
 from nightowl.config import Settings
 from nightowl.router.priority import Priority
 from nightowl.router.router import IncomingMessage
-from nightowl.store.conversations import create_conversation
+from nightowl.store.conversations import append_message, create_conversation
+from nightowl.store.database import Database
 
 INGEST_SECONDS = 6.0
 LATENCY_ROUNDS = 30
@@ -83,7 +90,8 @@ def ingest_http(server: ServerProcess) -> float:
     return sum(counts) / (time.monotonic() - started)
 
 
-def ingest_in_process(url: str, folder: Path, model: str) -> float:
+def ingest_in_process(url: str, folder: Path, model: str) -> tuple[float, str]:
+    """Triggers per second, and the URL of the store they went to."""
     settings = Settings(
         data_dir=folder / "in-process",
         database_url=url if url.startswith("postgresql") else None,
@@ -132,9 +140,39 @@ def ingest_in_process(url: str, folder: Path, model: str) -> float:
             ).scalar_one()
         distinct = sum(len(keys) for _, keys in results)
         assert stored == distinct, f"{stored} messages stored for {distinct} distinct triggers"
-        return rate
+        return rate, settings.store_url
     finally:
         stop_services(app)
+
+
+def store_append_rate(url: str) -> float:
+    """Baseline: one message appended and committed at a time, without the router (on the
+    store the in-process ingest has just used)."""
+    database = Database(url)
+    try:
+        with database.read() as session:
+            owner = session.execute(text("SELECT id FROM users")).scalar_one()
+        with database.write() as session:
+            conversation = create_conversation(session, owner, kind="group", channel="webhook").id
+        count, started = 0, time.monotonic()
+        while time.monotonic() - started < 2.0:
+            with database.write() as session:
+                append_message(session, conversation, role="user", body="{}", trust="untrusted")
+            count += 1
+        return count / (time.monotonic() - started)
+    finally:
+        database.dispose()
+
+
+def http_roundtrip(server: ServerProcess) -> list[float]:
+    """Baseline: a request that only runs `SELECT 1` on the store."""
+    latencies = []
+    with server.client() as client:
+        for _ in range(LATENCY_ROUNDS + 3):
+            started = time.perf_counter()
+            client.get("/healthz")
+            latencies.append((time.perf_counter() - started) * 1000)
+    return latencies[3:]
 
 
 def trigger_to_model(server: ServerProcess, engine: Any) -> list[float]:
@@ -206,12 +244,14 @@ def measure(backend: str, folder: Path) -> dict[str, float]:
     with fresh_database(backend, folder) as url:
         engine = create_engine(url)
         model = write_script(folder / "a.json", answer)
-        rate = ingest_in_process(url, folder, model)
+        rate, store_url = ingest_in_process(url, folder, model)
+        baseline_rate = store_append_rate(store_url)
         server = ServerProcess(folder / "a", url, model=model)
         server.start()
         try:
             rate_http = ingest_http(server)
             to_model = trigger_to_model(server, engine)
+            roundtrip = http_roundtrip(server)
         finally:
             server.stop()
         server = ServerProcess(folder / "b", url, model=write_script(folder / "b.json", long_tool))
@@ -228,6 +268,12 @@ def measure(backend: str, folder: Path) -> dict[str, float]:
         "trigger_to_model_p95_ms": round(percentile(to_model, 95), 2),
         "preempt_p50_ms": round(percentile(preempt, 50), 2),
         "preempt_p95_ms": round(percentile(preempt, 95), 2),
+        "store_append_per_s": round(baseline_rate, 1),
+        "http_roundtrip_p50_ms": round(percentile(roundtrip, 50), 2),
+        "ingest_vs_store_append": round(rate / baseline_rate, 2),
+        "trigger_to_model_vs_http_roundtrip": round(
+            percentile(to_model, 50) / percentile(roundtrip, 50), 1
+        ),
     }
 
 
