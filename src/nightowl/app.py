@@ -37,7 +37,8 @@ from nightowl.engine.heartbeat import Heartbeat
 from nightowl.engine.retention import RetentionSweep
 from nightowl.engine.routines import RoutineSchedules
 from nightowl.engine.timers import build_timer_workflow
-from nightowl.engine.turn import TurnDeps, build_turn_workflow
+from nightowl.engine.turn import build_turn_workflow
+from nightowl.engine.turn_deps import TurnDeps
 from nightowl.engine.warming import CacheWarmer
 from nightowl.harness.guard import GuardLimits
 from nightowl.memory.gc import collect_forever

@@ -10,19 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from dbos import DBOS
 
-from nightowl.computer.computers import Computers
 from nightowl.engine.batches import take_turn_batch
-from nightowl.engine.compaction import CompactionSettings, plan_compaction
+from nightowl.engine.compaction import plan_compaction
 from nightowl.engine.durable import TurnWorkflow
-from nightowl.engine.gate import SafetyGate
 from nightowl.engine.memory_pass import build_memory_pass, is_local
 from nightowl.engine.model_calls import (
     CallStart,
@@ -30,9 +24,8 @@ from nightowl.engine.model_calls import (
     finish_with_reply,
     report_cache_break,
 )
-from nightowl.engine.preemption import RunningTurns
-from nightowl.harness.guard import GuardLimits
-from nightowl.harness.outputs import is_large, preview
+from nightowl.engine.tool_calls import run_tool_call
+from nightowl.engine.turn_deps import TurnDeps
 from nightowl.harness.pins import pinned_request
 from nightowl.harness.prompt import SYSTEM_PROMPT
 from nightowl.harness.sections import (
@@ -41,21 +34,14 @@ from nightowl.harness.sections import (
 )
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.logs import log_context
-from nightowl.metrics import Metrics
-from nightowl.models.base import Model, ModelConfigError, ModelReply, TransientModelError
-from nightowl.models.pricing import PriceTable
-from nightowl.safety.vault import SecretScope
-from nightowl.store.blobs import put_text
-from nightowl.store.compactions import record_timer
+from nightowl.models.base import ModelConfigError, ModelReply, TransientModelError
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import take_answer
 from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
     finish_model_call,
-    finish_tool_run,
     put_entry,
-    start_tool_run,
 )
 from nightowl.store.turns import (
     finish_turn,
@@ -65,35 +51,8 @@ from nightowl.store.turns import (
     set_activity,
 )
 from nightowl.tools.messaging import answer_for_agent
-from nightowl.tools.registry import ToolContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TurnDeps:
-    """What a turn needs from the rest of the server."""
-
-    database: Database
-    metrics: Metrics
-    model: Model | None
-    tools: ToolRegistry
-    limits: GuardLimits
-    blob_dir: Any
-    schedule_timer: Callable[[str, str, float, str], Awaitable[None]]
-    running: RunningTurns
-    homes_dir: Path
-    answer_wait_s: float = 7 * 24 * 3600.0
-    max_attachment_bytes: int = 25 * 1024 * 1024
-    computers: Computers | None = None
-    prices: PriceTable = field(default_factory=PriceTable)
-    cache_lifetime_s: float = 300.0  # how long a provider keeps a prefix cached
-    compaction: CompactionSettings = field(default_factory=CompactionSettings)
-    # Enqueue a conversation's compaction after a delay (None: never compact).
-    schedule_compaction: Callable[[str, str, float], Awaitable[None]] | None = None
-    memory_pass: str = "auto"  # auto | on | off (see Settings.memory_pass)
-    # Review, approvals, drafts and secrets (nightowl.safety); None runs tools ungated.
-    gate: SafetyGate | None = None
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -206,85 +165,8 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
     async def run_tool(
         turn_id: str, conversation_id: str, owner_id: str, slot: str, call_data: dict[str, Any]
     ) -> dict[str, Any]:
-        # `slot` ("<step>.<index>") names this call uniquely within the turn; providers' own
-        # call ids may repeat (small local models number every reply's calls from zero).
-        call = ToolCall.from_dict(call_data)
         metrics.steps.labels(kind="tool").inc()
-        tool = deps.tools.get(call.name)
-        effect = tool.effect if tool else "read"
-
-        def start() -> str:
-            with database.write() as session:
-                if tool is not None:
-                    set_activity(session, turn_id, tool.activity)
-                return start_tool_run(session, conversation_id, turn_id, call.id, call.name, effect)
-
-        run_id = await asyncio.to_thread(start)
-        # Secrets are substituted only here, and every value is redacted from what comes back.
-        scope = await asyncio.to_thread(deps.gate.secrets, owner_id) if deps.gate else SecretScope()
-        parsed = scope.parse(deps.tools, call.name, effect, call.arguments)
-        if isinstance(parsed, ToolResult):
-            result = parsed
-        else:
-            assert tool is not None
-            context = ToolContext(
-                database=database,
-                blob_dir=deps.blob_dir,
-                conversation_id=conversation_id,
-                owner_id=owner_id,
-                turn_id=turn_id,
-                call_id=slot,
-                home=deps.homes_dir / owner_id,
-                max_attachment_bytes=deps.max_attachment_bytes,
-                computers=deps.computers,
-            )
-            try:
-                result = await tool.run(parsed, context)
-            except Exception as error:
-                log.warning("tool failed", extra={"tool": call.name, "error": scope.trace()})
-                result = ToolResult(
-                    f"{call.name} failed: {error}. Try different arguments or another way.",
-                    is_error=True,
-                )
-        result = scope.redact_result(result)
-        content = result.content
-        if is_large(content):
-            reference = await asyncio.to_thread(put_text, deps.blob_dir, content)
-            content = preview(content, reference)
-        ask = result.meta.get("ask")
-
-        def save() -> None:
-            with database.write() as session:
-                if not ask:  # a question's result is its answer, saved once it comes
-                    entry = Entry(
-                        kind="tool_result",
-                        text=content,
-                        trust="untrusted" if result.meta.get("untrusted") else "agent",
-                        call_id=call.id,
-                        tool_name=call.name,
-                        is_error=result.is_error,
-                        meta=result.meta,
-                    )
-                    key = f"{turn_id}:tool:{slot}"
-                    put_entry(session, conversation_id, turn_id, key, entry.to_dict())
-                finish_tool_run(session, run_id, result.is_error)
-                timer = result.meta.get("timer")
-                if timer:  # remembered so the server knows what will wake the conversation
-                    record_timer(
-                        session,
-                        f"timer-{turn_id}-{timer['call_id']}",
-                        conversation_id,
-                        utcnow() + timedelta(seconds=float(timer["seconds"])),
-                        str(timer["note"]),
-                    )
-
-        await asyncio.to_thread(save)
-        return {
-            "is_error": result.is_error,
-            "ends_turn": result.ends_turn,
-            "timer": result.meta.get("timer"),
-            "ask": ask,
-        }
+        return await run_tool_call(deps, turn_id, conversation_id, owner_id, slot, call_data)
 
     @DBOS.step(name="nightowl.record_answer")
     async def record_answer(
