@@ -21,12 +21,18 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # importable as bench.memory too
+
 from common import BACKENDS, fresh_database, percentile
 from memory_facts import PLANTED
 from nightowl.memory.hybrid import search_memory
 from nightowl.memory.search import full_text_search
 from nightowl.memory.semantic import SemanticIndex
-from nightowl.store.conversations import NewMessage, append_messages, create_conversation
+from nightowl.store.conversations import (
+    NewMessage,
+    append_messages,
+    create_conversation,
+)
 from nightowl.store.database import Database
 from nightowl.store.migrate import upgrade
 from nightowl.store.users import ensure_owner
@@ -100,22 +106,23 @@ def filler(rng: random.Random) -> str:
     return f"{rng.choice(VERBS).capitalize()} {rng.choice(SUBJECTS)} {rng.choice(TAILS)}?"
 
 
-def build_history(database: Database) -> tuple[str, list[str]]:
+def build_history(database: Database, filler_count: int = FILLER) -> tuple[str, list[str]]:
     """The owner and the ids of the planted messages, in PLANTED's order."""
     rng = random.Random(8)
     with database.write() as session:
         owner = ensure_owner(session).id
         conversations = [create_conversation(session, owner).id for _ in range(CONVERSATIONS)]
-    slots = sorted(rng.sample(range(FILLER + len(PLANTED)), len(PLANTED)))
+    total = filler_count + len(PLANTED)
+    slots = sorted(rng.sample(range(total), len(PLANTED)))
     planted_at = dict(zip(slots, range(len(PLANTED)), strict=True))
     planted_ids: list[str] = [""] * len(PLANTED)
     batch: list[tuple[int, NewMessage]] = []
-    for position in range(FILLER + len(PLANTED)):
+    for position in range(total):
         text = PLANTED[planted_at[position]][0] if position in planted_at else filler(rng)
         role = "user" if position % 2 == 0 or position in planted_at else "agent"
         trust = "owner" if role == "user" else "agent"
         batch.append((position, NewMessage(role, text, trust)))
-        if len(batch) == 100 or position == FILLER + len(PLANTED) - 1:
+        if len(batch) == 100 or position == total - 1:
             conversation = conversations[(position // 100) % CONVERSATIONS]
             with database.write() as session:
                 stored = append_messages(session, conversation, [m for _, m in batch])
@@ -126,11 +133,14 @@ def build_history(database: Database) -> tuple[str, list[str]]:
     return owner, planted_ids
 
 
-def measure(backend: str, folder: Path, semantic: SemanticIndex) -> dict[str, float]:
+def measure(
+    backend: str, folder: Path, semantic: SemanticIndex, filler_count: int = FILLER
+) -> dict[str, float]:
+    """Recall@5 and latency on `backend` with `filler_count` generated messages."""
     with fresh_database(backend, folder) as url:
         database = Database(url)
         upgrade(database)
-        owner, planted = build_history(database)
+        owner, planted = build_history(database, filler_count)
         started = time.perf_counter()
         while True:
             with database.write() as session:
@@ -153,7 +163,7 @@ def measure(backend: str, folder: Path, semantic: SemanticIndex) -> dict[str, fl
             found_hybrid += target in [h.item_id for h in both]
         database.dispose()
     return {
-        "messages": FILLER + len(PLANTED),
+        "messages": filler_count + len(PLANTED),
         "recall_at_5_fulltext": found_text / len(PLANTED),
         "recall_at_5_hybrid": found_hybrid / len(PLANTED),
         "search_p50_ms": round(percentile(hybrid_ms, 50), 2),
