@@ -98,6 +98,17 @@ class ServerProcess:
         """The owner's access token the server wrote on first start."""
         return (self.data_dir / "owner-token").read_text().strip()
 
+    def member_token(self, name: str) -> str:
+        """An access token of a new user `name`, made with the CLI."""
+        out = subprocess.run(
+            [NIGHTOWL, "token", "create", "--user", name, "--new-user", "--name", "test"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return out.split(": ", 1)[1].splitlines()[0].strip()
+
     def client(self, token: str | None = None) -> httpx.Client:
         """An HTTP client authenticated as the owner (or with `token`)."""
         return httpx.Client(

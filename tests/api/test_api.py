@@ -3,31 +3,19 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from tests.server import NIGHTOWL, ServerProcess, wait_for
+from tests.server import ServerProcess, wait_for
 
 
 def _conversation(client: httpx.Client) -> str:
     response = client.post("/v1/conversations", json={"kind": "direct", "title": "t"})
     assert response.status_code == 201, response.text
     return str(response.json()["id"])
-
-
-def _member_token(server: ServerProcess, name: str) -> str:
-    out = subprocess.run(
-        [NIGHTOWL, "token", "create", "--user", name, "--new-user", "--name", "test"],
-        env=server.env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return out.split(": ", 1)[1].splitlines()[0].strip()
 
 
 def test_send_then_read_back_in_order(server: ServerProcess) -> None:
@@ -117,7 +105,7 @@ def test_another_users_conversation_answers_404(server: ServerProcess) -> None:
         owner.post(
             f"/v1/conversations/{conversation}/messages", json={"client_id": "p", "text": "mine"}
         )
-    with server.client(token=_member_token(server, f"dana-{time.monotonic_ns()}")) as other:
+    with server.client(token=server.member_token(f"dana-{time.monotonic_ns()}")) as other:
         assert other.get(f"/v1/conversations/{conversation}").status_code == 404
         assert other.get(f"/v1/conversations/{conversation}/messages").status_code == 404
         sent = other.post(

@@ -13,17 +13,6 @@ from nightowl.store.database import Database
 from tests.server import NIGHTOWL, ServerProcess
 
 
-def _member_token(server: ServerProcess, name: str) -> str:
-    out = subprocess.run(
-        [NIGHTOWL, "token", "create", "--user", name, "--new-user", "--name", "test"],
-        env=server.env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return out.split(": ", 1)[1].splitlines()[0].strip()
-
-
 def _cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**server.env, "NIGHTOWL_TOKEN": server.token}
     return subprocess.run(
@@ -68,7 +57,7 @@ def test_the_owner_sees_and_corrects_facts(server: ServerProcess) -> None:
         assert bad_kind.status_code == 422 and "kind" in bad_kind.json()["error"]["message"]
 
         # Another user sees none of it and cannot touch it.
-        with server.client(token=_member_token(server, f"m-{time.monotonic_ns()}")) as other:
+        with server.client(token=server.member_token(f"m-{time.monotonic_ns()}")) as other:
             assert other.get("/v1/memory/facts").json() == []
             assert other.get("/v1/memory/search", params={"q": "oolong"}).json() == []
             assert (
@@ -95,7 +84,7 @@ def test_skills_and_the_profile_bound_over_http(server: ServerProcess) -> None:
         assert bad.status_code == 422 and "lowercase" in bad.json()["error"]["message"]
         changed = client.patch(f"/v1/memory/skills/{skill['id']}", json={"body": "1. Open it"})
         assert changed.json()["body"] == "1. Open it"
-        with server.client(token=_member_token(server, f"s-{time.monotonic_ns()}")) as other:
+        with server.client(token=server.member_token(f"s-{time.monotonic_ns()}")) as other:
             assert other.get(f"/v1/memory/skills/{skill['id']}").status_code == 404
         assert client.delete(f"/v1/memory/skills/{skill['id']}").status_code == 204
 
@@ -158,7 +147,7 @@ def test_the_owner_corrects_the_work_log_and_no_one_else_can(server: ServerProce
         assert fixed.status_code == 200 and fixed.json()["summary"] == "Booked it for Wed."
         empty = client.patch(f"/v1/memory/log/{entry.id}", json={"summary": ""})
         assert empty.status_code == 422 and "summary" in empty.json()["error"]["message"]
-        with server.client(token=_member_token(server, f"l-{time.monotonic_ns()}")) as other:
+        with server.client(token=server.member_token(f"l-{time.monotonic_ns()}")) as other:
             assert other.get("/v1/memory/log").json() == []
             edit = other.patch(f"/v1/memory/log/{entry.id}", json={"summary": "x"})
             assert edit.status_code == 404

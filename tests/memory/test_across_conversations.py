@@ -5,56 +5,27 @@ information, and never in another user's prompt."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.store_view import rows
 from tests.fake_providers import FakeProvider, openai_reply
-from tests.server import NIGHTOWL, ServerProcess, wait_for
+from tests.memory.turns import final_reply, remembered
+from tests.server import ServerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 
 FACT = "The owner prefers meetings after 2 pm"
 
 
-def _final(text: str) -> dict[str, Any]:
-    arguments = json.dumps({"text": text, "final": True})
-    return openai_reply(tool=("send_to_user", arguments))
-
-
 def _turn(client: httpx.Client, url: str, text: str) -> str:
     conversation = str(client.post("/v1/conversations", json={}).json()["id"])
     client.post(f"/v1/conversations/{conversation}/messages", json={"client_id": "m", "text": text})
-    wait_for(
-        lambda: (
-            rows(url, "SELECT status FROM turns WHERE conversation_id = :c", c=conversation)
-            == [("done",)]
-        ),
-        timeout=60,
-    )
     # The memory pass runs after the turn, in a workflow of its own.
-    wait_for(
-        lambda: rows(
-            url, "SELECT turn_id FROM memory_passes WHERE conversation_id = :c", c=conversation
-        ),
-        timeout=60,
-    )
+    wait_for(lambda: remembered(url, conversation), timeout=60)
     return conversation
-
-
-def _member_token(server: ServerProcess) -> str:
-    out = subprocess.run(
-        [NIGHTOWL, "token", "create", "--user", "dana", "--new-user", "--name", "test"],
-        env=server.env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return out.split(": ", 1)[1].splitlines()[0].strip()
 
 
 def _system(request: dict[str, Any]) -> str:
@@ -71,11 +42,11 @@ def test_a_fact_from_one_conversation_shapes_the_next_and_no_one_elses(
     )
     with FakeProvider() as fake:
         fake.answers = [
-            (200, _final("Noted.")),
+            (200, final_reply("Noted.")),
             (200, openai_reply(tool=("update_memory", remember))),
-            (200, _final("How about 3 pm?")),
+            (200, final_reply("How about 3 pm?")),
             (200, openai_reply(text="{}")),
-            (200, _final("Hello Dana.")),
+            (200, final_reply("Hello Dana.")),
             (200, openai_reply(text="{}")),
         ]
         server = ServerProcess(
@@ -87,7 +58,7 @@ def test_a_fact_from_one_conversation_shapes_the_next_and_no_one_elses(
                 second = _turn(owner, database_url, "When should we meet with Bob?")
                 facts = owner.get("/v1/memory/facts").json()
                 log = owner.get("/v1/memory/log").json()
-            with server.client(token=_member_token(server)) as member:
+            with server.client(token=server.member_token("dana")) as member:
                 _turn(member, database_url, "Hi, when do I have meetings?")
                 assert member.get("/v1/memory/facts").json() == []
         finally:

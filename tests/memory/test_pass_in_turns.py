@@ -16,6 +16,7 @@ from nightowl.channels.webhooks import sign
 from nightowl.memory.pass_prompt import CONSOLIDATE_MARK
 from tests.e2e.store_view import rows
 from tests.fake_providers import FakeProvider, openai_reply
+from tests.memory.turns import remembered
 from tests.server import ServerProcess, say, wait_for
 
 pytestmark = pytest.mark.slow
@@ -30,15 +31,6 @@ def _script(path: Path, memory: list[dict[str, Any]]) -> str:
         json.dumps({"replies": [say("ok", final=True)], "then": "silent", "memory": memory})
     )
     return f"scripted:{path}"
-
-
-def _done(url: str, conversation: str, turns: int = 1) -> bool:
-    """The conversation's turns are done, and so are their memory passes (which run after)."""
-    found = rows(url, "SELECT status FROM turns WHERE conversation_id = :c", c=conversation)
-    passes = rows(
-        url, "SELECT turn_id FROM memory_passes WHERE conversation_id = :c", c=conversation
-    )
-    return found == [("done",)] * turns and len(passes) == turns
 
 
 def test_500_facts_offered_in_a_turn_stay_within_bounds(tmp_path: Path, database_url: str) -> None:
@@ -58,7 +50,7 @@ def test_500_facts_offered_in_a_turn_stay_within_bounds(tmp_path: Path, database
                 f"/v1/conversations/{conversation}/messages",
                 json={"client_id": "m", "text": "Here are my 500 likes."},
             )
-            wait_for(lambda: _done(database_url, conversation), timeout=90)
+            wait_for(lambda: remembered(database_url, conversation), timeout=90)
             facts = client.get("/v1/memory/facts").json()
             consolidations = client.get("/v1/memory/consolidations").json()
             log = client.get("/v1/memory/log").json()
@@ -105,7 +97,7 @@ def test_a_fact_from_a_webhook_payload_is_untrusted(tmp_path: Path, database_url
                 },
             )
             assert delivered.status_code in (200, 202), delivered.text
-            wait_for(lambda: _done(database_url, hook["conversation_id"]), timeout=90)
+            wait_for(lambda: remembered(database_url, hook["conversation_id"]), timeout=90)
             facts = client.get("/v1/memory/facts").json()
     finally:
         server.stop()
@@ -130,11 +122,11 @@ def test_a_profile_change_mid_conversation_keeps_the_cached_prefix(
                 conversation = client.post("/v1/conversations", json={}).json()["id"]
                 messages = f"/v1/conversations/{conversation}/messages"
                 client.post(messages, json={"client_id": "a", "text": "first"})
-                wait_for(lambda: _done(database_url, conversation), timeout=60)
+                wait_for(lambda: remembered(database_url, conversation), timeout=60)
                 # The owner corrects memory between two turns of the conversation.
                 client.post("/v1/memory/facts", json={"text": "Has a dog called Rex"})
                 client.post(messages, json={"client_id": "b", "text": "second"})
-                wait_for(lambda: _done(database_url, conversation, turns=2), timeout=60)
+                wait_for(lambda: remembered(database_url, conversation, turns=2), timeout=60)
             breaks = rows(
                 database_url,
                 "SELECT cache_break FROM model_calls WHERE conversation_id = :c AND step >= 0",
@@ -165,7 +157,7 @@ def test_with_the_pass_off_a_turn_still_gets_its_log_entry(
                 f"/v1/conversations/{conversation}/messages",
                 json={"client_id": "m", "text": "I like tea."},
             )
-            wait_for(lambda: _done(database_url, conversation), timeout=60)
+            wait_for(lambda: remembered(database_url, conversation), timeout=60)
             facts = client.get("/v1/memory/facts").json()
             log = client.get("/v1/memory/log").json()
     finally:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.e2e.store_view import rows
 from tests.fake_providers import FakeProvider, openai_reply
+from tests.memory.turns import final_reply, remembered
 from tests.server import ServerProcess, wait_for
 
 pytestmark = pytest.mark.slow
@@ -23,30 +22,17 @@ REASON = (
 )
 
 
-def _final(text: str) -> dict[str, Any]:
-    return openai_reply(tool=("send_to_user", json.dumps({"text": text, "final": True})))
-
-
-def _finished(url: str, conversation: str, turns: int) -> bool:
-    """The conversation's turns are done, and so are their memory passes (which run after)."""
-    done = rows(url, "SELECT status FROM turns WHERE conversation_id = :c", c=conversation)
-    passes = rows(
-        url, "SELECT turn_id FROM memory_passes WHERE conversation_id = :c", c=conversation
-    )
-    return done == [("done",)] * turns and len(passes) == turns
-
-
 def test_why_did_you_move_the_3_pm_is_answered_from_the_work_log(
     tmp_path: Path, database_url: str
 ) -> None:
     with FakeProvider() as fake:
         fake.answers = [
             # The first conversation: the agent moves the call; its memory pass logs why.
-            (200, _final("Done: Bob's call is now at 4:30 pm on Tuesday.")),
+            (200, final_reply("Done: Bob's call is now at 4:30 pm on Tuesday.")),
             (200, openai_reply(tool=("update_memory", json.dumps({"log": REASON})))),
             # Later, another conversation: the agent searches memory, then answers.
             (200, openai_reply(tool=("memory_search", json.dumps({"query": "moved 3 pm call"})))),
-            (200, _final("I moved it because you keep Tuesday afternoons free until 4.")),
+            (200, final_reply("I moved it because you keep Tuesday afternoons free until 4.")),
             (200, openai_reply(text="{}")),
         ]
         server = ServerProcess(
@@ -59,13 +45,13 @@ def test_why_did_you_move_the_3_pm_is_answered_from_the_work_log(
                     f"/v1/conversations/{first}/messages",
                     json={"client_id": "a", "text": "I can't do 3 pm with Bob on Tuesday, sort it"},
                 )
-                wait_for(lambda: _finished(database_url, first, 1), timeout=60)
+                wait_for(lambda: remembered(database_url, first), timeout=60)
                 later = client.post("/v1/conversations", json={}).json()["id"]
                 client.post(
                     f"/v1/conversations/{later}/messages",
                     json={"client_id": "b", "text": "Why did you move the 3 pm?"},
                 )
-                wait_for(lambda: _finished(database_url, later, 1), timeout=60)
+                wait_for(lambda: remembered(database_url, later), timeout=60)
                 page = client.get(f"/v1/conversations/{later}/messages").json()
         finally:
             server.stop()

@@ -10,20 +10,9 @@ import pytest
 from tests.e2e.store_view import rows
 from tests.safety.helpers import deliver, do, hook, messages, start, wait_kinds
 from tests.safety.send_provider import FakeSendProvider
-from tests.server import NIGHTOWL, ServerProcess, say, wait_for
+from tests.server import NIGHTOWL, say, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def _member_token(server: ServerProcess, name: str) -> str:
-    out = subprocess.run(
-        [NIGHTOWL, "token", "create", "--user", name, "--new-user", "--name", "test"],
-        env=server.env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return out.split(": ", 1)[1].splitlines()[0].strip()
 
 
 def test_an_unanswered_approval_keeps_the_action_blocked_and_a_late_answer_does_not_run_it(
@@ -110,7 +99,7 @@ def test_the_owner_approves_a_blocked_action_and_only_the_owner_can(
         assert len(pending) == 1 and "did not ask for a schedule" in pending[0]["body"]
         question = pending[0]["id"]
 
-        with server.client(_member_token(server, "bob")) as bob:
+        with server.client(server.member_token("bob")) as bob:
             assert bob.get("/v1/approvals").json() == []
             answer = {"client_id": "bob", "decision": "approve"}
             assert bob.post(f"/v1/approvals/{question}", json=answer).status_code == 404
