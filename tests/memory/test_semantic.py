@@ -123,6 +123,9 @@ class _Meaning:
     def embed_pending(self, *_: object, **__: object) -> int:
         return 0
 
+    def embed_pending_in(self, *_: object, **__: object) -> int:
+        return 0
+
 
 def test_a_name_only_full_text_finds_still_makes_the_top_of_the_fusion(database: Database) -> None:
     with database.write() as session:
@@ -149,3 +152,25 @@ def test_word_coverage_compares_stems() -> None:
         == 1 / 3
     )
     assert word_coverage("the a of", "anything") == 0.0
+
+
+def test_a_vector_embedded_outside_a_transaction_is_not_stored_for_an_edited_item(
+    database: Database, semantic: SemanticIndex
+) -> None:
+    with database.write() as session:
+        owner = ensure_owner(session).id
+        fact = add_fact(session, owner, "My dentist is Dr. Okafor on Elm Street.", Source())
+    with database.read() as session:
+        items = semantic.pending(session, owner)
+    vectors = semantic.embed(items)  # meanwhile, the owner edits the fact
+    with database.write() as session:
+        replace_fact(session, owner, fact.id, "My dentist is Dr. Adeyemi near the station.")
+    with database.write() as session:
+        assert semantic.store(session, items, vectors) == 0  # the old text's vector is dropped
+    assert semantic.embed_pending_in(database, owner) == 1
+    assert semantic.embed_pending_in(database, owner) == 0
+    with database.read() as session:
+        (hit,) = semantic.search(
+            session, owner, "Who is my dentist?", kinds=None, limit=1, now=datetime.now(UTC)
+        )
+    assert "Adeyemi" in hit.text

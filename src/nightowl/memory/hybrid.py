@@ -10,6 +10,7 @@ from typing import Protocol
 from sqlalchemy.orm import Session
 
 from nightowl.memory.search import Hit, full_text_search, word_coverage
+from nightowl.store.database import Database
 from nightowl.store.tables import utcnow
 
 RRF_K = 60  # the usual constant of reciprocal rank fusion
@@ -42,7 +43,14 @@ class SemanticSearch(Protocol):
         ...
 
     def embed_pending(self, session: Session, user_id: str | None = None, limit: int = 256) -> int:
-        """Embed items that have no vector yet; how many were."""
+        """Embed items that have no vector yet, in `session`'s transaction; how many were."""
+        ...
+
+    def embed_pending_in(
+        self, database: Database, user_id: str | None = None, limit: int = 256
+    ) -> int:
+        """Embed items that have no vector yet, the model outside any transaction; how many
+        were read (0: none left)."""
         ...
 
 

@@ -23,6 +23,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from nightowl.memory.search import KINDS, Hit, distinct
+from nightowl.store.database import Database
 from nightowl.store.memory_tables import MemoryIndexRow, MemoryVector
 
 MAX_EMBED_CHARS = 1_000
@@ -34,6 +35,8 @@ REPEAT = 0.98  # a similarity this high is the item itself or an exact repeat of
 MIN_FOR_DENSITY = 4 * NEIGHBOURS  # below this many items, density says nothing
 DENSITY_SAMPLE = 4_096  # density against at most this many items (evenly spread)
 DENSITY_STALE = 0.1  # densities are recomputed once the user's items grew by this share
+# An item waiting for its vector: kind, item id, user id, body.
+Pending = tuple[str, str, str, str]
 # A user's vectors in memory: their (kind, item id) keys, kinds, and the matrix.
 Loaded = tuple[list[tuple[str, str]], NDArray[np.str_], NDArray[np.float32]]
 
@@ -101,8 +104,10 @@ class SemanticIndex:
                 self._cache.pop(next(iter(self._cache)))
         return loaded
 
-    def embed_pending(self, session: Session, user_id: str | None = None, limit: int = 256) -> int:
-        """Embed up to `limit` indexed items that have no vector yet; how many were."""
+    def pending(
+        self, session: Session, user_id: str | None = None, limit: int = 256
+    ) -> list[Pending]:
+        """Up to `limit` indexed items that have no vector yet, oldest first."""
         query = (
             select(
                 MemoryIndexRow.kind,
@@ -123,23 +128,69 @@ class SemanticIndex:
         )
         if user_id is not None:
             query = query.where(MemoryIndexRow.user_id == user_id)
-        rows = session.execute(query).all()
-        if not rows:
-            return 0
-        embedder = self.embedder
-        vectors = embedder.embed([str(r[3])[:MAX_EMBED_CHARS] for r in rows])
-        for (kind, item_id, owner, _), vector in zip(rows, vectors, strict=True):
+        return [(str(k), str(i), str(u), str(b)) for k, i, u, b in session.execute(query)]
+
+    def store(self, session: Session, items: list[Pending], vectors: NDArray[np.float32]) -> int:
+        """Write the vectors of `items` (embedded from the bodies they were read with), but
+        not of an item edited, deleted or embedded since; how many were written."""
+        ids = [item_id for _, item_id, _, _ in items]
+        bodies = {
+            (str(k), str(i)): str(b)
+            for k, i, b in session.execute(
+                select(MemoryIndexRow.kind, MemoryIndexRow.item_id, MemoryIndexRow.body).where(
+                    MemoryIndexRow.item_id.in_(ids)
+                )
+            )
+        }
+        embedded = {
+            (str(k), str(i))
+            for k, i in session.execute(
+                select(MemoryVector.kind, MemoryVector.item_id).where(MemoryVector.item_id.in_(ids))
+            )
+        }
+        name = self.embedder.name
+        written = 0
+        for (kind, item_id, owner, body), vector in zip(items, vectors, strict=True):
+            key = (kind, item_id)
+            if bodies.get(key) != body or key in embedded:
+                continue
             session.add(
                 MemoryVector(
                     kind=kind,
                     item_id=item_id,
                     user_id=owner,
-                    model=embedder.name,
+                    model=name,
                     vector=vector.astype(np.float32).tobytes(),
                 )
             )
+            written += 1
         session.flush()
-        return len(rows)
+        return written
+
+    def embed(self, items: list[Pending]) -> NDArray[np.float32]:
+        """The vectors of `items`' bodies (their beginnings, for long ones)."""
+        return self.embedder.embed([body[:MAX_EMBED_CHARS] for _, _, _, body in items])
+
+    def embed_pending(self, session: Session, user_id: str | None = None, limit: int = 256) -> int:
+        """Embed up to `limit` indexed items that have no vector yet, in `session`'s
+        transaction; how many were."""
+        items = self.pending(session, user_id, limit)
+        return self.store(session, items, self.embed(items)) if items else 0
+
+    def embed_pending_in(
+        self, database: Database, user_id: str | None = None, limit: int = 256
+    ) -> int:
+        """Like `embed_pending`, but the model runs outside any transaction: on SQLite a
+        write transaction holds the store's only write lock, and every message and turn of
+        the server would wait for the embedding. How many items were read (0: none left)."""
+        with database.read() as session:
+            items = self.pending(session, user_id, limit)
+        if not items:
+            return 0
+        vectors = self.embed(items)
+        with database.write() as session:
+            self.store(session, items, vectors)
+        return len(items)
 
     def search(
         self,

@@ -29,12 +29,7 @@ async def embed_forever(database: Database, semantic: SemanticSearch, interval_s
     while True:
         await asyncio.sleep(interval_s)
         try:
-
-            def once() -> int:
-                with database.write() as session:
-                    return semantic.embed_pending(session, limit=256)
-
-            while await asyncio.to_thread(once):
+            while await asyncio.to_thread(semantic.embed_pending_in, database, None, 256):
                 pass
         except Exception:
             log.exception("embedding memory failed; will retry")

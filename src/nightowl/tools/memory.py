@@ -40,10 +40,11 @@ def memory_search_tool(semantic: SemanticSearch | None = None) -> Tool:
 
     async def run(args: MemorySearchArgs, ctx: ToolContext) -> ToolResult:
         def find() -> list[Hit]:
-            with ctx.database.write() as session:
-                if semantic is not None:
-                    # What was written since the last sweep gets its embedding first.
-                    semantic.embed_pending(session, ctx.owner_id, limit=64)
+            if semantic is not None:
+                # What was written since the last sweep gets its embedding first (the model
+                # runs outside the store's transactions).
+                semantic.embed_pending_in(ctx.database, ctx.owner_id, limit=64)
+            with ctx.database.read() as session:
                 hits = search_memory(
                     session,
                     ctx.owner_id,
@@ -52,6 +53,7 @@ def memory_search_tool(semantic: SemanticSearch | None = None) -> Tool:
                     limit=args.limit,
                     semantic=semantic,
                 )
+            with ctx.database.write() as session:
                 # What search brings back counts as used (kept from archiving for disuse).
                 facts = [h.item_id for h in hits if h.kind == "fact"]
                 mark_facts_used(session, ctx.owner_id, facts)
