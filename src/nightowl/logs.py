@@ -32,17 +32,27 @@ class JsonFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__()
         self._redacted: dict[str, str] = {}
+        # What `format` scrubs, longest form first: (how the form is written, its reference),
+        # as is and as it appears inside a JSON string.
+        self._scrub: list[tuple[str, str]] = []
 
     def redact(self, forms: dict[str, str]) -> None:
         """Scrub these forms of secret values (form -> secret name) from every line."""
-        self._redacted.update({f: n for f, n in forms.items() if len(f) >= 4})
+        new = {f: n for f, n in forms.items() if len(f) >= 4 and self._redacted.get(f) != n}
+        if not new:
+            return
+        self._redacted.update(new)
+        self._scrub = [
+            (written, f"[secret:{name}]")
+            for form, name in sorted(self._redacted.items(), key=lambda item: -len(item[0]))
+            for written in (form, json.dumps(form)[1:-1])
+        ]
 
     def format(self, record: logging.LogRecord) -> str:
         line = self._format(record)
-        for form, name in sorted(self._redacted.items(), key=lambda item: -len(item[0])):
-            for written in (form, json.dumps(form)[1:-1]):
-                if written in line:
-                    line = line.replace(written, f"[secret:{name}]")
+        for written, reference in self._scrub:
+            if written in line:
+                line = line.replace(written, reference)
         return line
 
     def _format(self, record: logging.LogRecord) -> str:

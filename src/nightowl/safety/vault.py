@@ -13,6 +13,7 @@ import re
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -120,10 +121,8 @@ def open_secrets(session: Session, key: bytes, owner_id: str) -> dict[str, str]:
 
 def encodings(value: str) -> list[str]:
     """The forms a secret's value commonly takes in output: as is, URL-encoded, base64."""
-    raw = value.encode()
-    forms = [value, quote(value, safe=""), base64.b64encode(raw).decode()]
-    forms.append(base64.b64encode(raw).decode().rstrip("="))
-    return list(dict.fromkeys(forms))
+    encoded = base64.b64encode(value.encode()).decode()
+    return list(dict.fromkeys([value, quote(value, safe=""), encoded, encoded.rstrip("=")]))
 
 
 @dataclass(frozen=True)
@@ -147,15 +146,24 @@ class SecretScope:
             return [self.substitute(v) for v in value]
         return value
 
+    @cached_property
+    def forms(self) -> list[tuple[str, str]]:
+        """(form, secret name) of every value long enough to redact, longest values first,
+        each value as is, URL-encoded and base64."""
+        ordered = sorted(self.values.items(), key=lambda item: -len(item[1]))
+        return [
+            (form, name)
+            for name, value in ordered
+            if len(value) >= MIN_REDACTED
+            for form in encodings(value)
+        ]
+
     def redact(self, text: str) -> str:
         """The text with every secret value (as is, URL-encoded or base64) replaced by its
         reference, longest values first."""
-        for name, value in sorted(self.values.items(), key=lambda item: -len(item[1])):
-            if len(value) < MIN_REDACTED:
-                continue
-            for form in encodings(value):
-                if form in text:
-                    text = text.replace(form, f"[secret:{name}]")
+        for form, name in self.forms:
+            if form in text:
+                text = text.replace(form, f"[secret:{name}]")
         return text
 
     def redact_data(self, value: Any) -> Any:
