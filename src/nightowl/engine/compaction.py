@@ -16,7 +16,12 @@ from typing import Any
 
 from dbos import DBOS
 
-from nightowl.engine.model_calls import conversation_pin, record_outcome, report_cache_break
+from nightowl.engine.model_calls import (
+    conversation_pin,
+    fail_model_call,
+    record_outcome,
+    report_cache_break,
+)
 from nightowl.harness.compaction import (
     compacted_entry,
     latest_user_facing,
@@ -41,7 +46,6 @@ from nightowl.store.compactions import (
 from nightowl.store.database import Database
 from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
-    finish_model_call,
     load_transcript,
     start_model_call,
 )
@@ -153,7 +157,7 @@ def build_compaction_workflow(
         try:
             reply = await model.complete(request)
         except Exception as error:
-            await asyncio.to_thread(_failed, database, ready.record, repr(error))
+            await asyncio.to_thread(fail_model_call, database, ready.record, repr(error))
             raise
         sections = [list(s) for s in request_sections(request)]
         return await asyncio.to_thread(save, conversation_id, after_turn, ready, reply, sections)
@@ -177,8 +181,3 @@ def build_compaction_workflow(
         return outcome
 
     return compaction
-
-
-def _failed(database: Database, record: str, error: str) -> None:
-    with database.write() as session:
-        finish_model_call(session, record, {}, error)

@@ -16,7 +16,7 @@ from dbos import DBOS
 from sqlalchemy.orm import Session
 
 from nightowl.config import Settings
-from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.harness.transcript import Entry, ToolCall, outside_texts
 from nightowl.logs import redact_in_logs
 from nightowl.models.base import Model, Usage
 from nightowl.models.pricing import PriceTable
@@ -26,7 +26,6 @@ from nightowl.safety.policy import (
     gated,
     hold_for,
     needs_review,
-    outside_texts,
     traced_arguments,
 )
 from nightowl.safety.review import Verdict, review, rule_verdict

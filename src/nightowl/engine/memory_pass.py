@@ -12,7 +12,7 @@ from dbos import DBOS, SetWorkflowID
 
 from nightowl.memory.memory_pass import run_memory_pass
 from nightowl.metrics import Metrics
-from nightowl.models.base import Model, TransientModelError
+from nightowl.models.base import Model, is_transient
 from nightowl.models.pricing import PriceTable
 from nightowl.store.database import Database
 
@@ -24,10 +24,6 @@ StartMemoryPass = Callable[[str, str, str, bool], Awaitable[None]]
 def is_local(model: Model) -> bool:
     """Whether the model is the embedded local one (a pass would cost long CPU time)."""
     return model.name.startswith("local")
-
-
-def _is_transient(error: BaseException) -> bool:
-    return isinstance(error, TransientModelError)
 
 
 def build_memory_pass(
@@ -42,7 +38,7 @@ def build_memory_pass(
         max_attempts=3,
         interval_seconds=1.0,
         backoff_rate=2.0,
-        should_retry=_is_transient,
+        should_retry=is_transient,
     )
     async def memory_pass(
         turn_id: str, conversation_id: str, owner_id: str, use_model: bool

@@ -27,6 +27,7 @@ from nightowl.metrics import Metrics
 from nightowl.models.base import ModelReply, ToolSpec
 from nightowl.models.pricing import PriceTable
 from nightowl.store.compactions import latest_compaction
+from nightowl.store.database import Database
 from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
     finish_model_call,
@@ -181,3 +182,9 @@ def report_cache_break(metrics: Metrics, broke: CacheBreak | None) -> None:
             "cache break: the request did not repeat the previous one's prefix",
             extra={"section": broke.section, "reason": broke.reason},
         )
+
+
+def fail_model_call(database: Database, record: str, error: str) -> None:
+    """Record that the model call `record` failed with `error` (its own transaction)."""
+    with database.write() as session:
+        finish_model_call(session, record, {}, error)

@@ -14,6 +14,11 @@ TIMER_QUEUE = "nightowl-timers"
 TimerWorkflow = Callable[[str, str, str], Awaitable[None]]
 
 
+def timer_workflow_id(turn_id: str, call_id: str) -> str:
+    """The id of the workflow a `set_timer` call starts, and of its `timers` row."""
+    return f"timer-{turn_id}-{call_id}"
+
+
 def build_timer_workflow(router: Callable[[], Router]) -> TimerWorkflow:
     """Register the workflow a timer runs when it is due; `router` is looked up at run time."""
 

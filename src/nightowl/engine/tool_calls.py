@@ -9,6 +9,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from nightowl.engine.timers import timer_workflow_id
 from nightowl.engine.turn_deps import TurnDeps
 from nightowl.harness.outputs import is_large, preview
 from nightowl.harness.transcript import Entry, ToolCall
@@ -97,7 +98,7 @@ async def run_tool_call(
             if timer:  # remembered so the server knows what will wake the conversation
                 record_timer(
                     session,
-                    f"timer-{turn_id}-{timer['call_id']}",
+                    timer_workflow_id(turn_id, timer["call_id"]),
                     conversation_id,
                     utcnow() + timedelta(seconds=float(timer["seconds"])),
                     str(timer["note"]),

@@ -21,9 +21,11 @@ from nightowl.engine.memory_pass import build_memory_pass, is_local
 from nightowl.engine.model_calls import (
     CallStart,
     begin_model_call,
+    fail_model_call,
     finish_with_reply,
     report_cache_break,
 )
+from nightowl.engine.timers import timer_workflow_id
 from nightowl.engine.tool_calls import run_tool_call
 from nightowl.engine.turn_deps import TurnDeps
 from nightowl.harness.pins import pinned_request
@@ -34,13 +36,12 @@ from nightowl.harness.sections import (
 )
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.logs import log_context
-from nightowl.models.base import ModelConfigError, ModelReply, TransientModelError
+from nightowl.models.base import ModelConfigError, ModelReply, is_transient
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import take_answer
 from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
-    finish_model_call,
     put_entry,
 )
 from nightowl.store.turns import (
@@ -53,10 +54,6 @@ from nightowl.store.turns import (
 from nightowl.tools.messaging import answer_for_agent
 
 log = logging.getLogger(__name__)
-
-
-def _is_transient(error: BaseException) -> bool:
-    return isinstance(error, TransientModelError)
 
 
 def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
@@ -102,7 +99,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         max_attempts=5,
         interval_seconds=1.0,
         backoff_rate=2.0,
-        should_retry=_is_transient,
+        should_retry=is_transient,
     )
     async def call_model(
         turn_id: str, conversation_id: str, step: int, calls_so_far: list[dict[str, Any]]
@@ -139,7 +136,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
         try:
             reply = await model.complete(request)
         except Exception as error:
-            await asyncio.to_thread(_finish_call, database, start.record, {}, repr(error))
+            await asyncio.to_thread(fail_model_call, database, start.record, repr(error))
             raise
         sections: list[list[Any]] = [list(s) for s in request_sections(request)]
 
@@ -292,7 +289,7 @@ def build_turn_workflow(deps: TurnDeps) -> TurnWorkflow:
                 if result.get("timer"):
                     timer = result["timer"]
                     await deps.schedule_timer(
-                        f"timer-{turn_id}-{timer['call_id']}",
+                        timer_workflow_id(turn_id, timer["call_id"]),
                         conversation_id,
                         float(timer["seconds"]),
                         str(timer["note"]),
@@ -376,8 +373,3 @@ def _mark_preempted(database: Database, turn_id: str) -> None:
 def _short(error: BaseException) -> str:
     text = str(error) or type(error).__name__
     return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _finish_call(database: Database, record: str, usage: dict[str, int], error: str) -> None:
-    with database.write() as session:
-        finish_model_call(session, record, usage, error)

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nightowl.engine.model_calls import record_outcome
+from nightowl.engine.model_calls import fail_model_call, record_outcome
 from nightowl.harness.pins import PromptPin, pinned_request
 from nightowl.harness.prompt import SYSTEM_PROMPT
 from nightowl.harness.sections import request_sections
@@ -21,7 +21,7 @@ from nightowl.models.pricing import PriceTable
 from nightowl.store.compactions import claim_warming
 from nightowl.store.database import Database
 from nightowl.store.tables import PromptPinRow, utcnow
-from nightowl.store.transcript import finish_model_call, load_transcript, start_model_call
+from nightowl.store.transcript import load_transcript, start_model_call
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class CacheWarmer:
             try:
                 reply = await self.model.complete(request)
             except Exception as error:
-                await asyncio.to_thread(self._failed, record, repr(error))
+                await asyncio.to_thread(fail_model_call, self.database, record, repr(error))
                 raise
             sections = [list(s) for s in request_sections(request)]
             await asyncio.to_thread(self._save, conversation_id, record, reply, sections)
@@ -102,7 +102,3 @@ class CacheWarmer:
                 prices=self.prices,
                 cache_lifetime_s=self.cache_lifetime_s,
             )
-
-    def _failed(self, record: str, error: str) -> None:
-        with self.database.write() as session:
-            finish_model_call(session, record, {}, error)

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from nightowl.harness.pins import PromptPin, pinned_request
 from nightowl.harness.prompt import ALWAYS_LOADED, loaded_tool_names
-from nightowl.harness.transcript import Entry
+from nightowl.harness.transcript import Entry, outside_texts
 from nightowl.models.base import ModelRequest, ToolSpec
 
 SUMMARY_INSTRUCTION = """nightowl compaction. Summarise the conversation above: your summary \
@@ -102,11 +102,7 @@ def compacted_entry(summary: str, kept: Sequence[str], history: Sequence[Entry])
         parts += ["", KEPT_HEADER, *kept]
     # The summary was written from outside text too: the taint (and what to trace arguments
     # against) survives the compaction, kept beside the entry, not shown to the model.
-    outside: list[str] = []
-    for entry in history:
-        outside += [str(text) for text in entry.meta.get("outside", ())]
-        if entry.trust == "untrusted" and entry.text:
-            outside.append(entry.text)
+    outside = outside_texts(history)
     loaded = [name for name in loaded_tool_names(history) if name not in ALWAYS_LOADED]
     if loaded:
         parts += [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -96,3 +97,17 @@ def as_data(entry: Entry) -> str:
         f"in it.\n"
         f"{quoted}\n</{tag}>"
     )
+
+
+OUTSIDE_TRUST = ("untrusted",)  # the trust of text that came from outside
+
+
+def outside_texts(history: Sequence[Entry]) -> list[str]:
+    """The texts in the context that did not come from the owner (or nightowl itself),
+    those a compaction summarised included (its entry keeps them, unseen by the model)."""
+    texts: list[str] = []
+    for entry in history:
+        texts += [str(text) for text in entry.meta.get("outside", ())]
+        if entry.trust in OUTSIDE_TRUST and entry.text:
+            texts.append(entry.text)
+    return texts

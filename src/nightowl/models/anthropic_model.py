@@ -83,8 +83,7 @@ class AnthropicModel:
         try:
             response = await self._client.messages.create(
                 model=self._model,
-                # Warming only needs the prefix read into the cache.
-                max_tokens=1 if request.purpose == "warm" else request.max_output_tokens,
+                max_tokens=request.max_output_tokens,  # 1 for a warming call
                 system=[{"type": "text", "text": request.system, "cache_control": _CACHE}],  # type: ignore[typeddict-item]
                 tools=tools,  # type: ignore[arg-type]
                 messages=to_messages(request.messages),  # type: ignore[arg-type]

@@ -85,6 +85,11 @@ class TransientModelError(ModelError):
     """Rate limit, overload, timeout: worth retrying with backoff."""
 
 
+def is_transient(error: BaseException) -> bool:
+    """Whether a step that failed with `error` is worth retrying (a step's `should_retry`)."""
+    return isinstance(error, TransientModelError)
+
+
 class ModelConfigError(ModelError):
     """Bad API key, unknown model, missing weights: retrying will not help; tell the owner."""
 

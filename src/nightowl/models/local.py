@@ -78,9 +78,7 @@ class LocalModel:
                 shared += 1
             result = llm.create_completion(
                 tokens,
-                max_tokens=1
-                if request.purpose == "warm"
-                else min(request.max_output_tokens, budget),
+                max_tokens=min(request.max_output_tokens, budget),
                 temperature=0.0,
                 stop=["<|im_end|>", "<|endoftext|>", "</tool_call>"],
             )

@@ -12,9 +12,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.harness.transcript import Entry
+from nightowl.harness.transcript import Entry, outside_texts
 
-OUTSIDE_TRUST = ("untrusted",)
 REVIEWED_EFFECTS = ("write", "send", "spend")
 # Tools whose only audience is the owner or this conversation: nothing to review.
 OWNER_FACING = frozenset({"send_to_user", "set_timer"})
@@ -39,17 +38,6 @@ class Trace:
     def describe(self) -> str:
         """The trace in words, for the approval request."""
         return f"{self.argument} ({self.value!r}) appears in content not from the owner"
-
-
-def outside_texts(history: Sequence[Entry]) -> list[str]:
-    """The texts in the context that did not come from the owner (or nightowl itself),
-    those a compaction summarised included (its entry keeps them, unseen by the model)."""
-    texts: list[str] = []
-    for entry in history:
-        texts += [str(text) for text in entry.meta.get("outside", ())]
-        if entry.trust in OUTSIDE_TRUST and entry.text:
-            texts.append(entry.text)
-    return texts
 
 
 def is_tainted(history: Sequence[Entry]) -> bool:
