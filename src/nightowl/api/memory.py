@@ -4,7 +4,7 @@ Another user's items answer 404; bad input answers 422 saying what to send."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
@@ -14,10 +14,10 @@ from nightowl.api.auth import CurrentUser, database_of
 from nightowl.api.errors import ApiError
 from nightowl.memory import facts, notes, skills, worklog
 from nightowl.memory.hybrid import search_memory
+from nightowl.memory.search import Kind
 from nightowl.store.memory_tables import MemoryConsolidation
 
 routes = APIRouter(prefix="/v1/memory", tags=["memory"])
-Kind = Literal["message", "log", "note", "skill", "fact"]
 
 
 class FactOut(BaseModel):
@@ -95,7 +95,7 @@ class SkillOut(BaseModel):
 class NewSkill(BaseModel):
     """Body of `POST /v1/memory/skills` (the owner's skills are approved)."""
 
-    name: str = Field(min_length=1, max_length=63, examples=["file-expenses"])
+    name: str = Field(min_length=1, max_length=skills.MAX_NAME_CHARS, examples=["file-expenses"])
     description: str = Field(min_length=1, max_length=skills.MAX_DESCRIPTION_CHARS)
     body: str = Field(min_length=1, max_length=skills.MAX_BODY_CHARS)
 
@@ -103,7 +103,9 @@ class NewSkill(BaseModel):
 class SkillChange(BaseModel):
     """Body of `PATCH /v1/memory/skills/{id}`: correct it, or review it (approved)."""
 
-    description: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = Field(
+        default=None, min_length=1, max_length=skills.MAX_DESCRIPTION_CHARS
+    )
     body: str | None = Field(default=None, min_length=1, max_length=skills.MAX_BODY_CHARS)
     approved: bool | None = None
 
@@ -140,15 +142,15 @@ class MemorySummary(BaseModel):
 
 
 def _fact(info: facts.FactInfo) -> FactOut:
-    return FactOut(**{k: v for k, v in info.__dict__.items() if k != "user_id"})
+    return FactOut.model_validate(info, from_attributes=True)  # without user_id
 
 
 def _entry(info: worklog.LogEntryInfo) -> LogEntryOut:
-    return LogEntryOut(**{k: v for k, v in info.__dict__.items() if k != "user_id"})
+    return LogEntryOut.model_validate(info, from_attributes=True)  # without user_id
 
 
 def _skill(info: skills.SkillInfo) -> SkillOut:
-    return SkillOut(**{k: v for k, v in info.__dict__.items() if k != "user_id"})
+    return SkillOut.model_validate(info, from_attributes=True)  # without user_id
 
 
 @routes.get("")
@@ -236,7 +238,7 @@ def list_notes(user: CurrentUser, request: Request) -> list[NoteOut]:
     """Notes that have not expired."""
     with database_of(request).read() as session:
         found = notes.live_notes(session, user.id)
-    return [NoteOut(**{k: v for k, v in n.__dict__.items() if k != "user_id"}) for n in found]
+    return [NoteOut.model_validate(n, from_attributes=True) for n in found]
 
 
 @routes.delete("/notes/{note_id}", status_code=204)

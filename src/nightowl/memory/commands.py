@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-KINDS = ("message", "log", "note", "skill", "fact")
+from nightowl.memory.search import KINDS
 
 
 def add_commands(commands: Any) -> None:

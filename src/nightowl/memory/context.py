@@ -21,7 +21,7 @@ from nightowl.memory.render import (
     render_recall,
 )
 from nightowl.memory.search import full_text_search
-from nightowl.memory.skills import list_skills
+from nightowl.memory.skills import skill_lines
 from nightowl.memory.worklog import LogEntryInfo, entries_by_id, mark_used, recent_entries
 from nightowl.store.routines import list_routines
 from nightowl.store.tables import Conversation
@@ -38,7 +38,8 @@ def owner_of(session: Session, conversation_id: str) -> str | None:
 def current_profile(session: Session, user_id: str) -> str:
     """The memory section as a new pin would take it now."""
     facts = [ProfileItem(f.text, f.trust) for f in list_facts(session, user_id)]
-    skills = [SkillLine(s.name, s.description, s.approved) for s in list_skills(session, user_id)]
+    # Every model call checks the profile: only the skills' lines, never their bodies.
+    skills = [SkillLine(*line) for line in skill_lines(session, user_id)]
     routines = [
         RoutineLine(r.name, r.cron, r.timezone, r.status, r.prompt)
         for r in list_routines(session, user_id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +63,29 @@ def _layer_norm(x: Matrix, weight: Matrix, bias: Matrix, eps: float) -> Matrix:
     return result
 
 
+@cache
+def _blas_controller() -> Any:
+    """threadpoolctl's view of the loaded BLAS libraries (finding them scans libraries)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> Any:
+    """A context in which BLAS runs on one thread: for products this small its threads only
+    spin against each other and the server's other work."""
+    return _blas_controller().limit(limits=1, user_api="blas")
+
+
 class MiniLM:
     """all-MiniLM-L6-v2: text in, unit vectors out."""
 
     def __init__(self, directory: Path | None = None) -> None:
         try:
             from safetensors.numpy import load_file
-            from threadpoolctl import ThreadpoolController
             from tokenizers import Tokenizer
+
+            _blas_controller()  # threadpoolctl is needed too
         except ImportError as error:
             raise EmbedderUnavailable(
                 "semantic search needs `pip install 'nightowl[semantic]'`"
@@ -93,11 +109,6 @@ class MiniLM:
         self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         self.name = MODEL_NAME
-        self._threads: Any = ThreadpoolController()  # finds the BLAS libraries once
-
-    def _one_thread(self) -> Any:
-        """A context in which BLAS runs on one thread."""
-        return self._threads.limit(limits=1, user_api="blas")
 
     def _dense(self, x: Matrix, name: str) -> Matrix:
         weight = self.w[f"{name}.weight"]
@@ -157,7 +168,7 @@ class MiniLM:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         # These products are small: BLAS threads only spin against each other and against the
         # server's other work (a query took 20x longer with them on a busy 2-core machine).
-        with self._one_thread():
+        with one_blas_thread():
             return self._embed(texts, batch_size)
 
     def _embed(self, texts: Sequence[str], batch_size: int) -> Matrix:

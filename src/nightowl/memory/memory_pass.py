@@ -13,7 +13,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from nightowl.harness.transcript import Entry
-from nightowl.memory.facts import ProfileFull, Source, add_fact, list_facts, replace_fact
+from nightowl.memory.facts import (
+    ProfileFull,
+    Source,
+    add_fact,
+    list_facts,
+    remove_fact,
+    replace_fact,
+)
 from nightowl.memory.facts import mark_used as mark_facts_used
 from nightowl.memory.pass_prompt import (
     TurnMessage,
@@ -35,7 +42,7 @@ from nightowl.models.pricing import PriceTable
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
-from nightowl.store.memory_tables import MemoryConsolidation, MemoryFact, MemoryPassRecord
+from nightowl.store.memory_tables import MemoryConsolidation, MemoryPassRecord
 from nightowl.store.tables import Message, utcnow
 from nightowl.store.transcript import finish_model_call, load_turn_entries, start_model_call
 
@@ -217,11 +224,11 @@ def write_pass(
     final = {i.number: i for i in planned}
     for number, item in shown.items():
         if number not in final and item.fact_id is not None:
-            row = session.get(MemoryFact, item.fact_id)
-            if row is not None and row.user_id == user_id:
-                session.delete(row)
+            try:
+                remove_fact(session, user_id, item.fact_id)
                 result.removed += 1
-    session.flush()
+            except NotFound:
+                pass  # deleted meanwhile (say, by the owner)
 
     def source(item: Item) -> Source:
         message = given.message_ids.get(item.message_id or "")

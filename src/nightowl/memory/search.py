@@ -12,13 +12,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal, get_args
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from nightowl.store.tables import utcnow
 
-KINDS = ("message", "log", "note", "skill", "fact")
+Kind = Literal["message", "log", "note", "skill", "fact"]
+KINDS: tuple[str, ...] = get_args(Kind)
 CANDIDATES = 60  # best matches by relevance, re-ranked with recency
 RECENCY_DAYS = 30.0  # an item this old weighs about 0.8 of a new one of equal relevance
 _STOPWORDS = """

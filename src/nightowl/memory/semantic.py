@@ -15,13 +15,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
+from nightowl.memory.embedder import one_blas_thread
 from nightowl.memory.search import KINDS, Hit, distinct
 from nightowl.store.database import Database
 from nightowl.store.memory_tables import MemoryIndexRow, MemoryVector
@@ -261,7 +262,7 @@ class SemanticIndex:
         if missing:
             step = max(1, count // DENSITY_SAMPLE)
             reference = matrix[::step]
-            with _one_blas_thread():
+            with one_blas_thread():
                 similar = matrix[missing] @ reference.T
             similar[similar >= REPEAT] = -1.0
             nearest = np.sort(similar, axis=1)[:, -NEIGHBOURS:]
@@ -274,16 +275,3 @@ class SemanticIndex:
                 while len(self._density) > MAX_CACHED_USERS:
                     self._density.pop(next(iter(self._density)))
         return [known[keys[i]] for i in rows]
-
-
-_threads: list[Any] = []  # threadpoolctl's controller, found once (finding it scans libraries)
-
-
-def _one_blas_thread() -> Any:
-    """A context in which BLAS runs on one thread (its threads only spin against the server's
-    other work on products this small)."""
-    if not _threads:
-        from threadpoolctl import ThreadpoolController
-
-        _threads.append(ThreadpoolController())
-    return _threads[0].limit(limits=1, user_api="blas")

@@ -15,7 +15,8 @@ from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import Skill
 from nightowl.store.tables import utcnow
 
-NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+MAX_NAME_CHARS = 63
+NAME = re.compile(rf"^[a-z0-9][a-z0-9-]{{0,{MAX_NAME_CHARS - 1}}}$")
 MAX_DESCRIPTION_CHARS = 200
 MAX_BODY_CHARS = 20_000
 
@@ -128,6 +129,17 @@ def delete_skill(session: Session, user_id: str, skill_id: str) -> None:
     """Delete a skill."""
     session.delete(_row(session, user_id, skill_id))
     session.flush()
+
+
+def skill_lines(session: Session, user_id: str) -> list[tuple[str, str, bool]]:
+    """The user's skills by name as the prompt lists them: name, description, approved (the
+    bodies, up to 20,000 characters each, stay in the database)."""
+    rows = session.execute(
+        select(Skill.name, Skill.description, Skill.approved)
+        .where(Skill.user_id == user_id)
+        .order_by(Skill.name)
+    )
+    return [(str(name), str(description), bool(approved)) for name, description, approved in rows]
 
 
 def list_skills(session: Session, user_id: str) -> list[SkillInfo]:

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from nightowl.memory.facts import mark_used as mark_facts_used
 from nightowl.memory.hybrid import SemanticSearch, search_memory
-from nightowl.memory.notes import MAX_MINUTES, write_note
-from nightowl.memory.search import Hit
-from nightowl.memory.skills import skill_by_name, write_skill
+from nightowl.memory.notes import MAX_MINUTES, MAX_NOTE_CHARS, write_note
+from nightowl.memory.search import Hit, Kind
+from nightowl.memory.skills import (
+    MAX_BODY_CHARS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_NAME_CHARS,
+    skill_by_name,
+    write_skill,
+)
 from nightowl.memory.worklog import mark_used as mark_log_used
 from nightowl.store.errors import StoreError
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
-
-Kind = Literal["message", "log", "note", "skill", "fact"]
 
 
 class MemorySearchArgs(BaseModel):
@@ -82,7 +85,7 @@ def memory_search_tool(semantic: SemanticSearch | None = None) -> Tool:
 class WriteNoteArgs(BaseModel):
     """Arguments of write_note."""
 
-    text: str = Field(min_length=1, max_length=2000, description="The state of the task.")
+    text: str = Field(min_length=1, max_length=MAX_NOTE_CHARS, description="The state of the task.")
     expires_in_minutes: float = Field(
         ge=1, le=MAX_MINUTES, description="When the note stops mattering (1 minute to 7 days)."
     )
@@ -130,9 +133,11 @@ async def _read_skill(args: ReadSkillArgs, ctx: ToolContext) -> ToolResult:
 class WriteSkillArgs(BaseModel):
     """Arguments of write_skill."""
 
-    name: str = Field(min_length=1, max_length=63, description="lowercase-with-dashes")
-    description: str = Field(min_length=1, max_length=200, description="One line: what for.")
-    body: str = Field(min_length=1, max_length=20_000, description="Markdown steps.")
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS, description="lowercase-with-dashes")
+    description: str = Field(
+        min_length=1, max_length=MAX_DESCRIPTION_CHARS, description="One line: what for."
+    )
+    body: str = Field(min_length=1, max_length=MAX_BODY_CHARS, description="Markdown steps.")
 
 
 async def _write_skill(args: WriteSkillArgs, ctx: ToolContext) -> ToolResult:
