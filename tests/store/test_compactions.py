@@ -7,13 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from nightowl.engine.compaction import CompactionSettings, plan_compaction
-from nightowl.store.compactions import (
-    claim_warming,
-    is_quiet,
-    last_entry_id,
-    record_compaction,
-    record_timer,
-)
+from nightowl.store.compactions import is_quiet, last_entry_id, record_compaction
 from nightowl.store.conversations import append_message, create_conversation
 from nightowl.store.database import Database
 from nightowl.store.routines import create_routine, set_status
@@ -27,6 +21,8 @@ from nightowl.store.transcript import (
 )
 from nightowl.store.turns import claim_batch, finish_turn, queue_turn
 from nightowl.store.users import ensure_owner
+from nightowl.store.wakes import record_timer
+from nightowl.store.warming import claim_warming
 
 SETTINGS = CompactionSettings(at_tokens=100_000, idle_s=600, keep_messages=6)
 

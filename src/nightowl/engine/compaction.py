@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dbos import DBOS
+from sqlalchemy.orm import Session
 
 from nightowl.engine.model_calls import (
     conversation_pin,
@@ -41,7 +42,6 @@ from nightowl.store.compactions import (
     last_entry_id,
     last_prompt_size,
     record_compaction,
-    upcoming_wakes,
 )
 from nightowl.store.database import Database
 from nightowl.store.tables import utcnow
@@ -49,6 +49,7 @@ from nightowl.store.transcript import (
     load_transcript,
     start_model_call,
 )
+from nightowl.store.wakes import upcoming_wakes
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,13 @@ def plan_compaction(
         size = last_prompt_size(session, turn_id)
         if size is None or prompt_tokens_of(*size) < settings.at_tokens:
             return False
-        now = utcnow()
-        return not wakes_within(upcoming_wakes(session, conversation_id, now), now, settings.idle_s)
+        return not _wake_due(session, conversation_id, settings.idle_s)
+
+
+def _wake_due(session: Session, conversation_id: str, idle_s: float) -> bool:
+    """Whether a timer or a routine wakes the conversation within `idle_s` from now."""
+    now = utcnow()
+    return wakes_within(upcoming_wakes(session, conversation_id, now), now, idle_s)
 
 
 @dataclass(frozen=True)
@@ -103,8 +109,7 @@ def build_compaction_workflow(
         with database.write() as session:
             if not is_quiet(session, conversation_id, after_turn):
                 return "woke"
-            now = utcnow()
-            if wakes_within(upcoming_wakes(session, conversation_id, now), now, settings.idle_s):
+            if _wake_due(session, conversation_id, settings.idle_s):
                 return "wake due"
             size = last_prompt_size(session, after_turn)
             pin = conversation_pin(session, conversation_id, summaries, specs, groups)

@@ -15,10 +15,10 @@ from nightowl.harness.outputs import is_large, preview
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.safety.vault import SecretScope
 from nightowl.store.blobs import put_text
-from nightowl.store.compactions import record_timer
 from nightowl.store.tables import utcnow
 from nightowl.store.transcript import finish_tool_run, put_entry, start_tool_run
 from nightowl.store.turns import set_activity
+from nightowl.store.wakes import record_timer
 from nightowl.tools.registry import ToolContext, ToolResult
 
 log = logging.getLogger(__name__)

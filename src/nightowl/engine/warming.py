@@ -18,10 +18,10 @@ from nightowl.harness.sections import request_sections
 from nightowl.harness.transcript import Entry
 from nightowl.models.base import Model, ModelReply, ModelRequest, ToolSpec
 from nightowl.models.pricing import PriceTable
-from nightowl.store.compactions import claim_warming
 from nightowl.store.database import Database
 from nightowl.store.tables import PromptPinRow, utcnow
 from nightowl.store.transcript import load_transcript, start_model_call
+from nightowl.store.warming import claim_warming
 
 log = logging.getLogger(__name__)
 

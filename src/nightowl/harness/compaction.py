@@ -10,7 +10,7 @@ for word beside the summary. Pure: the engine decides when, the store keeps the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from nightowl.harness.pins import PromptPin, pinned_request
@@ -65,14 +65,7 @@ def summary_request(
 ) -> ModelRequest:
     """The conversation's next request with the summary instruction as its newest message."""
     request = pinned_request(pin, instructions, summaries, specs, history, SUMMARY_INSTRUCTION)
-    return ModelRequest(
-        system=request.system,
-        tools=request.tools,
-        messages=request.messages,
-        max_output_tokens=2048,
-        tool_names=request.tool_names,
-        purpose="compaction",
-    )
+    return replace(request, max_output_tokens=2048, purpose="compaction")
 
 
 def latest_user_facing(history: Sequence[Entry], keep: int) -> list[str]:

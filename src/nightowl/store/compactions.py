@@ -1,25 +1,20 @@
-"""Compactions, the wakes a conversation has coming (timers, routines), and cache warming."""
+"""Compactions: when a conversation may be compacted, and the record of one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from croniter import croniter
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from nightowl.store.ids import new_id
 from nightowl.store.tables import (
     Compaction,
-    Conversation,
     Message,
     ModelCall,
     PromptPinRow,
-    Routine,
-    Timer,
     TranscriptEntry,
     Turn,
 )
@@ -110,58 +105,6 @@ def record_compaction(
     session.execute(delete(PromptPinRow).where(PromptPinRow.conversation_id == conversation_id))
     session.flush()
     return compaction_id
-
-
-def record_timer(
-    session: Session, timer_id: str, conversation_id: str, due_at: datetime, note: str
-) -> None:
-    """Remember a pending timer (once per id: a re-run step does not add it twice)."""
-    if session.get(Timer, timer_id) is None:
-        session.add(Timer(id=timer_id, conversation_id=conversation_id, due_at=due_at, note=note))
-
-
-def upcoming_wakes(session: Session, conversation_id: str, now: datetime) -> list[datetime]:
-    """When pending timers and active routines will next wake the conversation."""
-    wakes = list(
-        session.scalars(
-            select(Timer.due_at).where(
-                Timer.conversation_id == conversation_id,
-                Timer.due_at >= now,
-            )
-        )
-    )
-    routines = session.execute(
-        select(Routine.cron, Routine.timezone).where(
-            Routine.conversation_id == conversation_id, Routine.status == "active"
-        )
-    ).all()
-    for cron, zone in routines:
-        local_now = now.astimezone(ZoneInfo(zone))
-        following = croniter(cron, local_now, second_at_beginning=True).get_next(datetime)
-        wakes.append(following.astimezone(now.tzinfo))
-    return wakes
-
-
-def claim_warming(session: Session, conversation_id: str, now: datetime, lifetime_s: float) -> bool:
-    """Claim the right to warm the conversation's cache now: at most once per cache lifetime
-    (a model call of the conversation within it has warmed it already)."""
-    since = now - timedelta(seconds=lifetime_s)
-    conversation = session.get(Conversation, conversation_id, with_for_update=True)
-    if conversation is None:
-        return False
-    if conversation.warmed_at is not None and conversation.warmed_at > since:
-        return False
-    called = session.scalar(
-        select(func.max(ModelCall.started_at)).where(
-            ModelCall.conversation_id == conversation_id,
-            ModelCall.sections.is_not(None),  # a request of the conversation's prompt
-        )
-    )
-    if called is not None and called > since:
-        return False
-    conversation.warmed_at = now
-    session.flush()
-    return True
 
 
 def last_prompt_size(session: Session, turn_id: str) -> tuple[dict[str, int], int] | None:
