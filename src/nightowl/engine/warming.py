@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nightowl.engine.model_calls import fail_model_call, record_outcome
-from nightowl.harness.pins import PromptPin, pinned_request
+from nightowl.harness.pins import pinned_request
 from nightowl.harness.prompt import SYSTEM_PROMPT
 from nightowl.harness.sections import request_sections
 from nightowl.harness.transcript import Entry
@@ -20,7 +20,7 @@ from nightowl.models.base import Model, ModelReply, ModelRequest, ToolSpec
 from nightowl.models.pricing import PriceTable
 from nightowl.store.database import Database
 from nightowl.store.tables import PromptPinRow, utcnow
-from nightowl.store.transcript import load_transcript, start_model_call
+from nightowl.store.transcript import find_pin, load_transcript, start_model_call
 from nightowl.store.warming import claim_warming
 
 log = logging.getLogger(__name__)
@@ -58,10 +58,9 @@ class CacheWarmer:
     def _prepare(self, conversation_id: str) -> tuple[ModelRequest, str] | None:
         assert self.model is not None
         with self.database.write() as session:
-            row = session.get(PromptPinRow, conversation_id)
-            if row is None:
+            pin = find_pin(session, conversation_id)
+            if pin is None:
                 return None
-            pin = PromptPin.from_dict(row.pin)
             history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
             record = start_model_call(session, conversation_id, "warm", 0, self.model.name)
         now = utcnow().strftime("%Y-%m-%d %H:%M UTC")

@@ -180,10 +180,10 @@ class Router:
                 for incoming, message in zip(arrivals, written[conversation_id], strict=True):
                     stored[(incoming.source, incoming.idempotency_key)] = message
             # Each level of urgency finds (or makes) its turn, most urgent first.
-            turns = queue_turns(
-                session,
-                {c: {incoming.priority for incoming in a} for c, a in by_conversation.items()},
-            )
+            priorities: dict[str, set[int]] = {
+                c: {i.priority for i in a} for c, a in by_conversation.items()
+            }
+            turns = queue_turns(session, priorities)
             for (_, priority), (turn, created) in turns.items():
                 if created:
                     staged.wake.append((turn, priority == Priority.OWNER_DIRECT))
@@ -191,11 +191,7 @@ class Router:
                 turn, _ = turns[(incoming.conversation_id, incoming.priority)]
                 message = stored[(incoming.source, incoming.idempotency_key)]
                 staged.logs.append((incoming, message, turn.id))
-            urgent = [
-                c
-                for c, a in by_conversation.items()
-                if Priority.OWNER_DIRECT in {i.priority for i in a}
-            ]
+            urgent = [c for c, levels in priorities.items() if Priority.OWNER_DIRECT in levels]
             for conversation_id in urgent:
                 staged.preempt.extend(running_turn_ids(session, conversation_id))
             # A key seen before this batch answers with its original message (committed

@@ -149,7 +149,8 @@ def hold_for(
     reasons = []
     if effect in ("send", "spend") and not owner_requests(history):
         reasons.append("nobody asked for outreach: the owner did not ask for this here")
-    if is_tainted(history):
+    outside = outside_texts(history)
+    if outside:  # tainted
         if effect in ("send", "spend"):
             reasons.append(f"a {effect} action in a turn that read content not from the owner")
         if tool in ROUTINE_TOOLS:
@@ -158,6 +159,6 @@ def hold_for(
         substituted = tool not in OWNER_FACING and effect not in ("send", "spend")
         if substituted and secret_names(arguments):
             reasons.append("it uses a secret in a turn that read content not from the owner")
-        if tool in SHELL_TOOLS and traced_arguments(arguments, outside_texts(history)):
+        if tool in SHELL_TOOLS and traced_arguments(arguments, outside):
             reasons.append("a shell command taken from content not from the owner")
     return Hold("; ".join(reasons))

@@ -193,11 +193,17 @@ def record_sections(
     )
 
 
+def find_pin(session: Session, conversation_id: str) -> PromptPin | None:
+    """The conversation's pinned prompt, if it has one."""
+    row = session.get(PromptPinRow, conversation_id)
+    return None if row is None else PromptPin.from_dict(row.pin)
+
+
 def prompt_pin(session: Session, conversation_id: str, make: Callable[[], PromptPin]) -> PromptPin:
     """The conversation's pinned prompt, pinned now (by `make`) if it has none yet."""
-    row = session.get(PromptPinRow, conversation_id)
-    if row is not None:
-        return PromptPin.from_dict(row.pin)
+    found = find_pin(session, conversation_id)
+    if found is not None:
+        return found
     pin = make()
     session.add(PromptPinRow(conversation_id=conversation_id, pin=pin.to_dict()))
     session.flush()
