@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -265,37 +266,47 @@ def _hooks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _routines(args: argparse.Namespace) -> int:
+def _call_server(
+    name: str, url: str | None, method: str, path: str, body: Any = None, query: Any = None
+) -> Any:
+    """One request to the running server as the owner: the response, or None once it has
+    printed why it failed (the server cannot be reached, or refused with its reason)."""
     import httpx
 
     settings = _settings()
-    token = _owner_token(settings)
-    url = args.url or f"http://{settings.host}:{settings.port}"
-    headers = {"Authorization": f"Bearer {token}"}
+    base = url or f"http://{settings.host}:{settings.port}"
+    headers = {"Authorization": f"Bearer {_owner_token(settings)}"}
     try:
-        with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
-            command = args.routines_command
-            if command == "create":
-                response = http.post(
-                    "/v1/routines",
-                    json={
-                        "name": args.name,
-                        "prompt": args.prompt,
-                        "cron": args.cron,
-                        "timezone": args.timezone,
-                    },
-                )
-            elif command == "list":
-                response = http.get("/v1/routines")
-            elif command == "delete":
-                response = http.delete(f"/v1/routines/{args.id}")
-            else:
-                response = http.post(f"/v1/routines/{args.id}/{command}")
+        with httpx.Client(base_url=base, headers=headers, timeout=30) as http:
+            response = http.request(method, path, json=body, params=query)
     except httpx.TransportError as error:
-        print(f"nightowl routines: cannot reach the server at {url} ({error})", file=sys.stderr)
-        return 2
+        print(f"nightowl {name}: cannot reach the server at {base} ({error})", file=sys.stderr)
+        return None
     if response.status_code >= 400:
-        print(f"nightowl routines: {response.json()['error']['message']}", file=sys.stderr)
+        print(f"nightowl {name}: {response.json()['error']['message']}", file=sys.stderr)
+        return None
+    return response
+
+
+def _routines(args: argparse.Namespace) -> int:
+    command = args.routines_command
+    payload: dict[str, str] | None = None
+    if command == "create":
+        method, path = "POST", "/v1/routines"
+        payload = {
+            "name": args.name,
+            "prompt": args.prompt,
+            "cron": args.cron,
+            "timezone": args.timezone,
+        }
+    elif command == "list":
+        method, path = "GET", "/v1/routines"
+    elif command == "delete":
+        method, path = "DELETE", f"/v1/routines/{args.id}"
+    else:
+        method, path = "POST", f"/v1/routines/{args.id}/{command}"
+    response = _call_server("routines", args.url, method, path, payload)
+    if response is None:
         return 2
     if response.status_code == 204:
         print(f"deleted {args.id}")
@@ -363,7 +374,7 @@ def parser() -> argparse.ArgumentParser:
         routines_commands.add_parser(verb, help=f"{verb} a routine by id").add_argument("id")
     routines.set_defaults(run=_routines)
 
-    add_memory_commands(commands)
+    add_memory_commands(commands, _call_server)
 
     models = commands.add_parser("models", help="install or inspect the local model")
     models_commands = models.add_subparsers(dest="models_command", required=True)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import sys
+from collections.abc import Callable
 from typing import Any
 
 from nightowl.memory.search import KINDS
 
+# (command name, server URL or None, method, path, JSON body, query) -> response or None
+CallServer = Callable[[str, str | None, str, str, Any, Any], Any]
 
-def add_commands(commands: Any) -> None:
-    """Add the `memory` command group to the CLI's sub-parsers."""
+
+def add_commands(commands: Any, call_server: CallServer) -> None:
+    """Add the `memory` command group to the CLI's sub-parsers; `call_server` sends one
+    request as the owner (the response, or None once it has said why it failed)."""
     memory = commands.add_parser("memory", help="see, search and correct memory (via the server)")
     memory.add_argument("--url", help="server URL (default: from settings)")
     groups = memory.add_subparsers(dest="memory_group", required=True)
@@ -50,7 +54,7 @@ def add_commands(commands: Any) -> None:
     search.add_argument("query")
     search.add_argument("--kind", action="append", choices=KINDS, help="limit to a kind")
     groups.add_parser("consolidations", help="how a full profile was consolidated")
-    memory.set_defaults(run=run)
+    memory.set_defaults(run=lambda args: run(args, call_server))
 
 
 def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | None, Any]:
@@ -105,24 +109,10 @@ def _print(group: str, body: Any) -> None:
             print(f"{item['created_at'][:16]}  {item['method']:<10} {item['detail']}")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, call_server: CallServer) -> int:
     """Run a `nightowl memory` command against the server; exit 2 with the reason on failure."""
-    import httpx
-
-    from nightowl.cli import _owner_token, _settings
-
-    settings = _settings()
-    url = args.url or f"http://{settings.host}:{settings.port}"
-    headers = {"Authorization": f"Bearer {_owner_token(settings)}"}
-    method, path, body, query = _request(args)
-    try:
-        with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
-            response = http.request(method, path, json=body, params=query)
-    except httpx.TransportError as error:
-        print(f"nightowl memory: cannot reach the server at {url} ({error})", file=sys.stderr)
-        return 2
-    if response.status_code >= 400:
-        print(f"nightowl memory: {response.json()['error']['message']}", file=sys.stderr)
+    response = call_server("memory", args.url, *_request(args))
+    if response is None:
         return 2
     if response.status_code == 204:
         print(f"deleted {args.id}")

@@ -60,7 +60,8 @@ export async function request(method, path, body, { signal } = {}) {
     throw new NetworkError(error.message || "network error");
   }
   if (!response.ok) throw await failure(response);
-  return { status: response.status, body: await response.json() };
+  // A 204 (a delete, say) has no body to read.
+  return { status: response.status, body: response.status === 204 ? null : await response.json() };
 }
 
 export const api = {

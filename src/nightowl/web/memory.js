@@ -1,7 +1,7 @@
 // The memory page: the owner sees, searches and corrects facts, skills, notes and the work log.
 // Text is always set with textContent: remembered text may quote outside content.
 
-import { ApiError, NetworkError, Unauthorized, authHeaders, request } from "/app/api.js";
+import { ApiError, NetworkError, Unauthorized, request } from "/app/api.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -42,21 +42,7 @@ async function act(work) {
 }
 
 const get = (path) => request("GET", path).then((r) => r.body);
-const del = (path) => fetchNoBody("DELETE", path);
-
-async function fetchNoBody(method, path) {
-  // 204 answers have no JSON body; request() would fail to parse one.
-  let response;
-  try {
-    response = await fetch(path, { method, headers: authHeaders() });
-  } catch (error) {
-    throw new NetworkError(error.message || "network error");
-  }
-  if (!response.ok) {
-    const body = await response.json().catch(() => ({}));
-    throw new ApiError(response.status, body.error?.code, body.error?.message ?? response.statusText);
-  }
-}
+const del = (path) => request("DELETE", path);
 
 function editInPlace(item, current, save) {
   const input = element("input", "memory-edit");
