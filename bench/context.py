@@ -264,11 +264,14 @@ def run_local(turns: int) -> dict[str, object]:
     model = LocalModel(threads=2)
     fresh = reused = calls = 0
     started = time.perf_counter()
-    for _kind, request in requests(turns, compact_at=turns * 3 // 4):
-        reply = asyncio.run(model.complete(replace(request, max_output_tokens=8)))
-        fresh += reply.usage.input_tokens
-        reused += reply.usage.cache_read_tokens
-        calls += 1
+    try:
+        for _kind, request in requests(turns, compact_at=turns * 3 // 4):
+            reply = asyncio.run(model.complete(replace(request, max_output_tokens=8)))
+            fresh += reply.usage.input_tokens
+            reused += reply.usage.cache_read_tokens
+            calls += 1
+    finally:
+        model.close()  # its process
     return {
         "turns": turns,
         "model_calls": calls,

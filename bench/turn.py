@@ -127,6 +127,9 @@ def measure(backend: str, folder: Path) -> dict[str, float]:
         "turns": TURNS,
     }
     result["ratio_p50"] = round(result["step_overhead_p50_ms"] / result["bare_commit_p50_ms"], 2)
+    # nightowl's whole cost per step (its own writes and DBOS's) against DBOS alone running
+    # empty steps, configured as the server configures it, in the same run.
+    result["step_overhead_vs_dbos"] = round(result["step_overhead_p50_ms"] / floor, 2)
     return result
 
 
@@ -135,7 +138,7 @@ def main() -> None:
         report: dict[str, Any] = {
             backend: measure(backend, Path(folder) / backend) for backend in BACKENDS
         }
-    report["targets"] = {"step_overhead_p50_ms": 5, "ratio_p50": 5}
+    report["targets"] = {"step_overhead_p50_ms": 5, "step_overhead_vs_dbos": 1.5}
     print(json.dumps(report, indent=2))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,3 +28,24 @@ def database(database_url: str) -> Iterator[Database]:
     upgrade(db)
     yield db
     db.dispose()
+
+
+# Tests that add test hosts in network namespaces route the same addresses (169.254.169.254,
+# 100.64.x, ...) in the host's namespace: run them in one test process, one at a time.
+NETNS_MODULES = ("test_web_fetch.py", "test_isolation.py", "test_gvisor.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests that must not run side by side (`make test` runs with xdist)."""
+    for item in items:
+        if item.path.name in NETNS_MODULES:
+            item.add_marker(pytest.mark.xdist_group("netns"))
+
+
+@pytest.fixture(autouse=True)
+def _host_dev_null_survives(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test after which the host's /dev/null is no longer the null device (it was
+    once replaced during a run, which breaks every shell on the machine)."""
+    yield
+    if not stat.S_ISCHR(os.stat("/dev/null").st_mode):
+        raise AssertionError(f"{request.node.nodeid} replaced the host's /dev/null")

@@ -47,6 +47,11 @@ class ServerProcess:
             "NIGHTOWL_MODEL": model,
             "NIGHTOWL_HEARTBEAT_INTERVAL_S": "0.5",
             "NIGHTOWL_HEARTBEAT_TIMEOUT_S": "3",
+            # Sandboxes' host uids apart per test process (test processes run side by side).
+            "NIGHTOWL_SANDBOX_UID_BASE": str(3_100_000 + (os.getpid() % 1000) * 500),
+            # Tests poll fast; the rate limits have tests of their own (tests/api/test_edge.py).
+            "NIGHTOWL_RATE_LIMIT_PER_TOKEN": "0",
+            "NIGHTOWL_RATE_LIMIT_PER_ADDRESS": "0",
             **(env or {}),
         }
         if database_url:
@@ -57,14 +62,20 @@ class ServerProcess:
         self.log_path = data_dir / f"server-{self.port}.log"
         self.starts = 0
 
-    def start(self, timeout: float = 60) -> ServerProcess:
-        """Start the process and wait until /healthz answers."""
+    def launch(self) -> None:
+        """Start the process without waiting for it (a crash test may kill it mid-start)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.starts += 1
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it open
-        self.process = subprocess.Popen(
-            [NIGHTOWL, "serve"], env=self.env, stdout=log, stderr=subprocess.STDOUT
-        )
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [NIGHTOWL, "serve"], env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    def start(self, timeout: float = 120) -> ServerProcess:
+        """Start the process and wait until /healthz answers (a loaded machine runs the
+        migrations and the start-up checks slowly: the default allows for it)."""
+        self.launch()
+        assert self.process is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

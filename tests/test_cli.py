@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -51,7 +52,15 @@ def test_doctor_reports_each_check_and_what_to_do(tmp_path: Path) -> None:
     assert healthy.returncode == 0, healthy.stdout
     for name in ("database", "migrations", "engine", "model", "sandbox", "backend bubblewrap"):
         assert f"] {name}:" in healthy.stdout
-    for name in ("backend gvisor", "cgroups", "egress", "desktop", "browser", "memory search"):
+    for name in (
+        "backend gvisor",
+        "cgroups",
+        "egress",
+        "desktop",
+        "browser",
+        "memory search",
+        "channels",
+    ):
         assert f"] {name}:" in healthy.stdout
     broken = _run(
         "doctor",
@@ -64,6 +73,45 @@ def test_doctor_reports_each_check_and_what_to_do(tmp_path: Path) -> None:
     assert broken.returncode == 1
     assert "[FAIL] database" in broken.stdout and "fix:" in broken.stdout
     assert "[FAIL] model" in broken.stdout
+
+
+STANDIN = Path(__file__).parent / "models" / "standin_worker.py"
+
+
+def test_doctor_model_reports_a_crashing_local_model_plainly(tmp_path: Path) -> None:
+    """`nightowl doctor --model` (what `make run` runs first) has the local model answer a
+    short generation in a process of its own: a crash there is named, with what to do."""
+    crashing = _run(
+        "doctor",
+        "--model",
+        env=_env(
+            tmp_path,
+            NIGHTOWL_MODEL="local",
+            NIGHTOWL_LOCAL_MODEL_COMMAND=f"{sys.executable} {STANDIN} --crash SIGSEGV",
+        ),
+    )
+    assert crashing.returncode == 1
+    assert "[FAIL] model: the local model crashed (signal SIGSEGV)" in crashing.stdout
+    assert "make clean run" in crashing.stdout  # what to do
+    assert "database" not in crashing.stdout  # only the model's check
+    answering = _run(
+        "doctor",
+        "--model",
+        env=_env(
+            tmp_path,
+            NIGHTOWL_MODEL="local",
+            NIGHTOWL_LOCAL_MODEL_COMMAND=f"{sys.executable} {STANDIN}",
+        ),
+    )
+    assert answering.returncode == 0, answering.stdout
+    assert "[ok  ] model: local model answered in its own process" in answering.stdout
+
+
+@pytest.mark.slow
+def test_doctor_model_runs_a_short_generation_of_the_real_local_model(tmp_path: Path) -> None:
+    result = _run("doctor", "--model", env=_env(tmp_path, NIGHTOWL_MODEL="local"))
+    assert result.returncode == 0, result.stdout
+    assert "local model answered in its own process" in result.stdout
 
 
 def test_bad_configuration_is_refused_with_the_variable_named(tmp_path: Path) -> None:

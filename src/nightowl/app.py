@@ -13,6 +13,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nightowl import __version__
 from nightowl.api import (
+    channels,
+    connector_oauth,
+    connectors,
     conversations,
     display,
     events,
@@ -25,29 +28,43 @@ from nightowl.api import (
     usage,
     webapp,
 )
+from nightowl.api import helpers as helpers_api
+from nightowl.api import inbox as inbox_api
+from nightowl.api import push as push_api
+from nightowl.api import status as status_api
+from nightowl.api.edge import Edge, EdgeLimits
 from nightowl.api.errors import install_error_handlers
+from nightowl.api.mcp_server import McpEndpoint, build_mcp_server
+from nightowl.api.openapi import declare_errors
+from nightowl.channels.service import ChannelRuntime, ChannelService
+from nightowl.channels.webpush import PushOptions, PushSender, VapidKeys
 from nightowl.computer.browser import Browsers, close_idle_browsers_forever
 from nightowl.computer.computers import Computers, ComputerSettings, sleep_idle_forever
 from nightowl.computer.desktop import Desktops
 from nightowl.config import Settings
+from nightowl.engine.agent_loop import AgentLoop
 from nightowl.engine.compaction import CompactionSettings, build_compaction_workflow
 from nightowl.engine.durable import DurableEngine
 from nightowl.engine.gate import build_gate
 from nightowl.engine.heartbeat import Heartbeat
+from nightowl.engine.helpers import Helpers, HelperSettings, helper_profile
+from nightowl.engine.model_calls import CallPlace, ModelCalls
 from nightowl.engine.retention import RetentionSweep
 from nightowl.engine.routines import RoutineSchedules
 from nightowl.engine.timers import build_timer_workflow
-from nightowl.engine.turn import build_turn_workflow
+from nightowl.engine.turn import build_turn_workflow, turn_profile
 from nightowl.engine.turn_deps import TurnDeps
-from nightowl.engine.warming import CacheWarmer
+from nightowl.engine.warming import CacheWarmer, warm_new_conversations
 from nightowl.harness.guard import GuardLimits
 from nightowl.memory.gc import collect_forever
 from nightowl.memory.semantic_setup import embed_forever, installed_semantic_index
 from nightowl.metrics import Metrics
+from nightowl.models.base import ClosableModel
 from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
 from nightowl.router.router import Router
 from nightowl.safety.send_tools import SEND_TOOLS
+from nightowl.safety.vault import load_key
 from nightowl.store.changes import ChangeFeed
 from nightowl.store.database import Database
 from nightowl.store.migrate import upgrade
@@ -57,6 +74,13 @@ from nightowl.store.turns import waiting_turns
 from nightowl.tools.browser import browser_tools
 from nightowl.tools.builtin import builtin_registry
 from nightowl.tools.desktop import desktop_tools
+from nightowl.tools.helpers import HELPER_MANAGER_TOOLS, REPORT_TOOL
+from nightowl.tools.mcp.connections import Connections
+from nightowl.tools.mcp.http import HttpTransports
+from nightowl.tools.mcp.oauth import OAuthFlows
+from nightowl.tools.mcp.provider import ConnectorProvider
+from nightowl.tools.mcp.server_requests import SAMPLING_STEP, ServerRequests
+from nightowl.tools.providers import Toolbox
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +90,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     database = Database(settings.store_url)
     upgrade(database)
-    ensure_owner_token(database, settings.owner_token_file)
+    ensure_owner_token(database, settings.owner_token_file)  # before any request
     metrics = Metrics()
     changes = ChangeFeed(database)
     changes.start()
@@ -96,18 +120,35 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     tools = builtin_registry(settings.web_fetch_private, semantic)
     desktops = Desktops(computers)
     app.state.desktops = desktops
-    for tool in [*browser_tools(browsers), *desktop_tools(desktops), *SEND_TOOLS]:
+    helper_tools = [*HELPER_MANAGER_TOOLS, REPORT_TOOL]
+    for tool in [*browser_tools(browsers), *desktop_tools(desktops), *SEND_TOOLS, *helper_tools]:
         tools.add(tool)
-    model = build_model(settings.model)
+    # Every model call goes through one sequence (record, call, usage, cost, sections).
+    calls = ModelCalls(database, metrics, PriceTable(settings.prices), settings.cache_lifetime_s)
+    # MCP connectors: a tool provider beside the built-in tools (tools/providers.py).
+    connections = Connections()
+    computers.before_sleep.append(connections.close_user)  # closed before the computer sleeps
+    provider = ConnectorProvider(database, connections)
+    toolbox = Toolbox(tools, [provider])
+    app.state.connectors = provider
+    app.state.toolbox = toolbox
+    model = build_model(
+        settings.model,
+        local_idle_s=settings.local_model_idle_s,
+        local_command=settings.local_model_command,
+        local_threads=settings.local_model_threads,
+    )
     deps = TurnDeps(
         database=database,
         metrics=metrics,
         model=model,
-        tools=tools,
+        tools=toolbox,
         limits=GuardLimits(
             max_steps=settings.max_steps_per_turn,
             max_identical_calls=settings.max_identical_tool_calls,
             daily_token_budget=settings.daily_token_budget,
+            user_budget_usd=settings.user_budget_usd,
+            user_token_budget=settings.user_token_budget,
             conversation_budget_usd=settings.conversation_budget_usd,
             routine_budget_usd=settings.routine_budget_usd,
         ),
@@ -127,40 +168,99 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
             keep_messages=settings.compact_keep_messages,
         ),
         schedule_compaction=engine.schedule_compaction,
-        gate=build_gate(settings, database, tools, model),
+        gate=build_gate(settings, database, toolbox, model, calls),
+        max_recoveries=settings.max_turn_recoveries,
     )
-    engine.register_turn(build_turn_workflow(deps))
+    profiles = []
+    if model is not None:
+        helper_model = (
+            build_model(
+                settings.helper_model,
+                local_idle_s=settings.local_model_idle_s,
+                local_command=settings.local_model_command,
+                local_threads=settings.local_model_threads,
+            )
+            if settings.helper_model
+            else model
+        )
+        helping = HelperSettings(
+            settings.max_helpers_per_user, settings.helper_max_steps, settings.helper_budget_usd
+        )
+        profiles = [
+            turn_profile(model, deps),
+            helper_profile(helper_model or model, toolbox, deps.limits, helping),
+        ]
+    loop = AgentLoop(deps, calls, profiles)
+    app.state.turn_profile = profiles[0] if profiles else None
+    helpers = Helpers(deps, loop, lambda: app.state.router, engine.nudge)
+    loop.helpers = helpers
+    engine.register_turn(build_turn_workflow(deps, loop, calls))
+    vault_key = deps.gate.deps.vault_key if deps.gate else None
+    oauth = OAuthFlows(database, vault_key)
+    app.state.connector_oauth = oauth
+    connections.open_http = HttpTransports(database, vault_key, oauth.auth_for).open
+    connections.explain = oauth.explain
+    # A server's own requests during a call: questions to the owner, the conversation's model.
+    requests = ServerRequests(database, limits=deps.limits)
+    if model is not None:
+        sampler = model
+        requests.sampler_for = lambda conversation, run: calls.caller(
+            sampler, CallPlace(conversation, run, SAMPLING_STEP)
+        )
+    connections.elicit, connections.sample = requests.elicit, requests.sample
+    if deps.gate is not None:
+        gate = deps.gate
+        computers.redactor_for = lambda user_id: gate.secrets(user_id).redactor
+    # A conversation's own tools (a helper's `report` is not one): what compaction and
+    # warming repeat of its requests.
+    own = tools.without({REPORT_TOOL.name})
     if deps.model is not None:
         engine.register_compaction(
             build_compaction_workflow(
                 database,
                 deps.model,
-                metrics,
-                tools.summaries(),
-                tools.specs(),
-                tools.groups(),
+                calls,
+                own.summaries(),
+                own.specs(),
+                own.groups(),
                 deps.compaction,
-                deps.prices,
-                settings.cache_lifetime_s,
             )
         )
     engine.launch()
-    app.state.warmer = CacheWarmer(
-        database,
-        deps.model,
-        tools.summaries(),
-        tools.specs(),
-        deps.prices,
-        settings.cache_lifetime_s,
-    )
+    helpers.launch(settings.max_helpers_per_user)
+    app.state.warmer = CacheWarmer(database, deps.model, own.summaries(), own.specs(), calls)
     app.state.settings = settings
+    # Models that run a process of their own (the local model) stop with the server.
+    reviewer = deps.gate.deps.reviewer if deps.gate else None
+    app.state.models = [m for m in {id(m): m for m in (model, reviewer) if m}.values()]
     app.state.vault_key = deps.gate.deps.vault_key if deps.gate else None
     app.state.database = database
     app.state.metrics = metrics
     app.state.changes = changes
+    app.state.vapid = VapidKeys.load_or_create(settings.data_dir)
     app.state.engine = engine
-    app.state.router = Router(database, engine, batch_window_s=settings.batch_window_s)
+    app.state.router = Router(
+        database,
+        engine,
+        batch_window_s=settings.batch_window_s,
+        helpers=helpers,
+        answers=engine,
+    )
     app.state.routines = schedules
+    # Channels (e-mail, Matrix): listeners and the outbound relay, run on the server's loop.
+    app.state.channels = ChannelService(
+        database,
+        app.state.router,
+        changes,
+        ChannelRuntime(
+            vault_key=app.state.vault_key or load_key(settings.data_dir, settings.secret_key),
+            blob_dir=settings.blob_dir,
+            homes_dir=settings.homes_dir,
+            public_url=settings.web_url,
+            reload_s=settings.channel_reload_s,
+            max_backoff_s=settings.channel_retry_max_s,
+        ),
+    )
     schedules.reconcile()
     # A turn whose enqueue was cut short by a crash is still marked queued: enqueue it again
     # (idempotent, by workflow id).
@@ -175,6 +275,9 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
 
 def stop_services(app: FastAPI) -> None:
     app.state.engine.shutdown()
+    for model in app.state.models:
+        if isinstance(model, ClosableModel):
+            model.close()
     app.state.computers.close()
     app.state.changes.stop()
     app.state.database.dispose()
@@ -211,17 +314,41 @@ class RequestMetrics:
                     metrics.errors.labels(where="http").inc()
 
 
+async def _check_then_warm(app: FastAPI, settings: Settings) -> None:
+    """The start-up model check, then (a model ready, the local one) the prefix of the
+    owner's next new conversation evaluated ahead of its first message."""
+    status: status_api.ModelStatus = app.state.model_status
+    await status.check(settings)
+    profile = app.state.turn_profile
+    if profile is not None and status.state == "ready":
+        await warm_new_conversations(
+            app.state.database, profile.model, profile.tools, profile.instructions
+        )
+
+
 def build_app(settings: Settings) -> FastAPI:
     """The nightowl server as an ASGI application."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = await asyncio.to_thread(start_services, app, settings)
+        app.state.model_status = status_api.ModelStatus.of(settings)
         background = [
+            asyncio.create_task(_check_then_warm(app, settings)),
             asyncio.create_task(
                 Heartbeat(settings, app.state.database, engine, app.state.metrics).run()
             ),
-            asyncio.create_task(RetentionSweep(settings, engine, app.state.metrics).run()),
+            asyncio.create_task(
+                PushSender(
+                    app.state.database,
+                    app.state.changes,
+                    app.state.vapid,
+                    PushOptions(settings.push_subject, settings.push_delay_s),
+                ).run()
+            ),
+            asyncio.create_task(
+                RetentionSweep(settings, engine, app.state.metrics, app.state.database).run()
+            ),
             *(
                 [
                     asyncio.create_task(
@@ -235,6 +362,7 @@ def build_app(settings: Settings) -> FastAPI:
                 if app.state.semantic is not None
                 else []
             ),
+            asyncio.create_task(app.state.channels.run()),
             asyncio.create_task(
                 collect_forever(
                     app.state.database,
@@ -257,7 +385,8 @@ def build_app(settings: Settings) -> FastAPI:
         ]
         log.info("nightowl is up", extra={"worker": settings.worker_id})
         try:
-            yield
+            async with mcp_server.session_manager.run():  # /mcp: nightowl as an MCP server
+                yield
         finally:
             for task in background:
                 task.cancel()
@@ -268,12 +397,28 @@ def build_app(settings: Settings) -> FastAPI:
                 await app.state.browsers.close()
             with suppress(Exception):
                 await app.state.desktops.aclose()
+            with suppress(Exception):
+                await app.state.connectors.connections.close()
             await asyncio.to_thread(stop_services, app)
 
-    app = FastAPI(title="nightowl", version=__version__, lifespan=lifespan)
+    docs = settings.api_docs  # off by default; when on, they need a token (api/edge.py)
+    app = FastAPI(
+        title="nightowl",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+    )
     install_error_handlers(app)
     app.include_router(operations.routes)
     app.include_router(conversations.routes)
+    app.include_router(helpers_api.routes)
+    app.include_router(inbox_api.routes)
+    app.include_router(push_api.routes)
+    app.include_router(status_api.routes)
+    app.include_router(connectors.routes)
+    app.include_router(connector_oauth.routes)
+    app.include_router(channels.routes)
     app.include_router(events.routes)
     app.include_router(hooks.routes)
     app.include_router(routines.routes)
@@ -283,6 +428,17 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(safety.routes)
     app.include_router(display.routes)
     app.include_router(webapp.routes)
+    declare_errors(app)
 
-    app.add_middleware(RequestMetrics)
+    mcp_server = build_mcp_server(app)
+    app.add_middleware(McpEndpoint, server=mcp_server)
+    app.add_middleware(
+        Edge,
+        limits=EdgeLimits(
+            max_body_bytes=settings.max_body_bytes,
+            per_token_per_minute=settings.rate_limit_per_token,
+            per_address_per_minute=settings.rate_limit_per_address,
+        ),
+    )
+    app.add_middleware(RequestMetrics)  # outermost: it counts what the edge refuses too
     return app

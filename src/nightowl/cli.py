@@ -12,11 +12,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from nightowl.channels.commands import add_channel_commands
 from nightowl.config import Settings
+from nightowl.helpers_cli import add_helper_commands
+from nightowl.inbox_cli import add_inbox_commands
 from nightowl.memory.commands import add_commands as add_memory_commands
 from nightowl.safety.commands import add_commands as add_safety_commands
 from nightowl.store.database import Database
 from nightowl.store.errors import StoreError
+from nightowl.tools.mcp.commands import add_connector_commands, run_connectors
 
 
 def _settings() -> Settings:
@@ -76,15 +80,23 @@ def _serve(_args: argparse.Namespace) -> int:
 
     settings = _settings()
     _port_is_free(settings.host, settings.port)
-    configure_logging(settings.log_level)
+    human = {"auto": None, "text": True, "json": False}[settings.log_format]
+    configure_logging(settings.log_level, human)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with _store(settings) as database:
-        token = ensure_owner_token(database, settings.owner_token_file)
+        token, new = ensure_owner_token(database, settings.owner_token_file)
     url = f"http://{settings.host}:{settings.port}"
-    print(
-        f"\n  nightowl is starting at {url}\n"
+    # The token is printed once, when it is made: after that, output that lands in a log
+    # holds no credential (`nightowl token` shows it again).
+    sign_in = (
         f"  open {url}/#token={token}\n"
-        f"  owner token: {token}  (kept in {settings.owner_token_file})\n"
+        f"  owner token: {token}  (kept in {settings.owner_token_file}; shown only now,\n"
+        "  `nightowl token` shows it again)\n"
+        if new
+        else "  `nightowl token` shows the owner's sign-in link\n"
+    )
+    print(
+        f"\n  nightowl is starting at {url}\n{sign_in}"
         f"  data: {settings.data_dir}   model: {settings.model}\n",
         flush=True,
     )
@@ -132,7 +144,19 @@ def _token_command(args: argparse.Namespace, database: Database) -> None:
         revoke_token,
     )
 
-    if args.token_command == "create":
+    if args.token_command in (None, "show"):
+        from nightowl.store.owner import owner_token
+
+        settings = _settings()
+        token = owner_token(database, settings.owner_token_file)
+        if token is None:
+            raise StoreError(
+                "no owner token is kept (it was revoked, or the server never started); "
+                "`nightowl serve` makes one, `nightowl token create` makes another"
+            )
+        url = f"http://{settings.host}:{settings.port}"
+        print(f"open {url}/#token={token}\nowner token: {token}")
+    elif args.token_command == "create":
         with database.write() as session:
             if args.user is None:
                 user = ensure_owner(session)
@@ -160,11 +184,12 @@ def _token_command(args: argparse.Namespace, database: Database) -> None:
         print(f"revoked {info.id} ({info.user_name}, {info.name})")
 
 
-def _doctor(_args: argparse.Namespace) -> int:
-    from nightowl.doctor import run_checks
+def _doctor(args: argparse.Namespace) -> int:
+    from nightowl.doctor import run_checks, run_model_check
 
     failed = 0
-    for check in run_checks(_settings()):
+    checks = run_model_check if args.model else run_checks
+    for check in checks(_settings()):
         mark = "ok  " if check.ok else ("FAIL" if check.required else "warn")
         print(f"[{mark}] {check.name}: {check.detail}")
         if check.fix and not check.ok:
@@ -224,12 +249,17 @@ def _usage(args: argparse.Namespace) -> int:
     )
     if total["unpriced_calls"]:
         print(f"  {total['unpriced_calls']} calls of models without a price (NIGHTOWL_PRICES)")
-    sections = (("by_day", "day"), ("by_conversation", "title"), ("by_routine", "name"))
+    sections = (
+        ("by_day", "day"),
+        ("by_conversation", "title"),
+        ("by_routine", "name"),
+        ("by_helper", "name"),
+    )
     for key, label in sections:
         if report[key]:
             print(f"{key.replace('_', ' ')}:")
         for row in report[key]:
-            name = row[label] or row.get("conversation_id", "")
+            name = row[label] or row.get("helper_id") or row.get("conversation_id", "")
             print(
                 f"  {name[:40]:<40} ${row['cost_usd']:>10.4f}  {row['calls']:>5} calls  "
                 f"{row['cached_share']:>4.0%} cached"
@@ -332,8 +362,11 @@ def parser() -> argparse.ArgumentParser:
     chat.add_argument("--conversation", help="conversation id (default: a new one)")
     chat.set_defaults(run=_chat)
 
-    token = commands.add_parser("token", help="create, list or revoke access tokens")
-    token_commands = token.add_subparsers(dest="token_command", required=True)
+    token = commands.add_parser(
+        "token", help="show the owner's sign-in link, or create, list or revoke access tokens"
+    )
+    token_commands = token.add_subparsers(dest="token_command")
+    token_commands.add_parser("show", help="the owner's token and sign-in link (the default)")
     create = token_commands.add_parser("create", help="make a new token (shown once)")
     create.add_argument("--user", help="user name (default: the owner)")
     create.add_argument("--new-user", action="store_true", help="add --user as a member first")
@@ -343,7 +376,13 @@ def parser() -> argparse.ArgumentParser:
     revoke.add_argument("id")
     token.set_defaults(run=_token)
 
-    commands.add_parser("doctor", help="check the set-up").set_defaults(run=_doctor)
+    doctor = commands.add_parser("doctor", help="check the set-up")
+    doctor.add_argument(
+        "--model",
+        action="store_true",
+        help="only the model (the local one answers a short generation in its own process)",
+    )
+    doctor.set_defaults(run=_doctor)
 
     usage = commands.add_parser(
         "usage", help="what the models cost: per day, conversation, routine"
@@ -382,6 +421,10 @@ def parser() -> argparse.ArgumentParser:
     models_commands.add_parser("status", help="where the local weights are and where from")
     models.set_defaults(run=_models)
     add_safety_commands(commands, _settings, _store)
+    add_connector_commands(commands, lambda args: run_connectors(args, _call_server))
+    add_channel_commands(commands, _call_server)
+    add_helper_commands(commands, _call_server)
+    add_inbox_commands(commands, _call_server)
     return root
 
 

@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     queue_idle_polling_interval_s: float = Field(default=1.0, gt=0)
     queue_active_window_s: float = Field(default=30.0, ge=0)
     notification_polling_interval_s: float = Field(default=0.05, gt=0)
+    max_turn_recoveries: int = Field(
+        default=3,
+        ge=0,
+        description="A turn whose process died this many times while it ran is parked as "
+        "failed (the owner is told) instead of being resumed again: no crash loops.",
+    )
     retention_days: float = Field(default=7.0, gt=0)
     retention_sweep_interval_s: float = Field(default=3600.0, gt=0)
 
@@ -77,6 +83,23 @@ class Settings(BaseSettings):
     )
     compact_keep_messages: int = Field(
         default=6, ge=0, description="User-facing messages that survive a compaction word for word."
+    )
+    local_model_idle_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="The local model's process stops after this long without a call (it "
+        "starts again at the next one).",
+    )
+    local_model_threads: int = Field(
+        default=0,
+        ge=0,
+        le=256,
+        description="Threads the local model computes on (0: every core the server may use).",
+    )
+    local_model_command: str = Field(
+        default="",
+        description="For tests and debugging: a command (split like a shell's) run instead of "
+        "the local model's worker process; it must speak the worker's protocol.",
     )
     prices: dict[str, dict[str, float]] = Field(
         default_factory=dict,
@@ -112,14 +135,56 @@ class Settings(BaseSettings):
         default=False, description="Let web_fetch reach private and loopback addresses."
     )
 
-    max_message_chars: int = Field(default=32_000, ge=1)
+    max_message_chars: int = Field(
+        default=32_000,
+        ge=1,
+        le=1_000_000,
+        description="The longest message the API takes (longer ones answer 413).",
+    )
     answer_wait_s: float = Field(
         default=7 * 24 * 3600.0,
         gt=0,
         description="How long a turn waits for the answer to a question before it goes on.",
     )
     max_attachment_bytes: int = Field(default=25 * 1024 * 1024, ge=1)
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="The largest request body the API reads (413 past it; webhook deliveries "
+        "have their own 256 KiB).",
+    )
+    rate_limit_per_token: int = Field(
+        default=1200,
+        ge=0,
+        description="Requests per minute one access token may make (429 past it; 0: no limit).",
+    )
+    rate_limit_per_address: int = Field(
+        default=2400,
+        ge=0,
+        description="Requests per minute from one source address, signed in or not (0: no "
+        "limit). Behind a reverse proxy every client shares the proxy's address.",
+    )
+    api_docs: bool = Field(
+        default=False,
+        description="Serve the interactive API docs at /docs and /redoc (they need a token, "
+        "e.g. /docs?access_token=…).",
+    )
+    user_budget_usd: float = Field(
+        default=50.0,
+        ge=0,
+        description="What one user's conversations together may spend on models per day (UTC).",
+    )
+    user_token_budget: int = Field(
+        default=20_000_000,
+        ge=1,
+        description="Tokens one user's conversations together may use per day (UTC).",
+    )
     log_level: str = "INFO"
+    log_format: Literal["auto", "text", "json"] = Field(
+        default="auto",
+        description="Console logs: readable lines at a terminal and JSON lines otherwise "
+        "(auto), or always one of them.",
+    )
 
     review_model: str = Field(
         default="",
@@ -129,12 +194,55 @@ class Settings(BaseSettings):
     approval_timeout_s: float = Field(
         default=15.0, gt=0, description="How long a held action waits for the owner's approval."
     )
+    helper_model: str = Field(
+        default="",
+        description="The model helpers run on (same kinds as `model`); empty: the agent's.",
+    )
+    max_helpers_per_user: int = Field(
+        default=3, ge=1, le=100, description="Helpers of one user running at once; more wait."
+    )
+    helper_max_steps: int = Field(default=60, ge=1, description="Model calls per helper task.")
+    helper_budget_usd: float = Field(
+        default=2.0, ge=0, description="What one helper may spend on models per day (UTC)."
+    )
     secret_key: str | None = Field(
         default=None,
         description="The vault key (Fernet); unset: a key file created in the data dir (0600).",
     )
     send_provider_url: str | None = Field(
         default=None, description="HTTP send provider for send_message and pay (POST /sends)."
+    )
+
+    push_subject: str = Field(
+        default="mailto:nightowl@localhost",
+        description="Who sends Web Push (the VAPID `sub`): a mailto: or https: URL where a push "
+        "service can reach the operator. Apple's service refuses localhost: set a real one.",
+    )
+    push_delay_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=3600,
+        description="A push waits this long before it goes; an item answered meanwhile (on "
+        "an open app, say) never buzzes the phone.",
+    )
+    push_insecure_endpoints: bool = Field(
+        default=False,
+        description="Accept http:// push endpoints (a local push service for tests); real "
+        "browsers' push services are all https.",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="The address the owner opens the web app at (links in channel messages); "
+        "http://<host>:<port> when unset.",
+    )
+    channel_reload_s: float = Field(
+        default=2.0, gt=0, description="How often channel configuration changes are picked up."
+    )
+    channel_retry_max_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="The longest wait between two attempts to deliver a message to a channel "
+        "that is down (it is retried until it is back).",
     )
 
     sandbox_backend: str = Field(
@@ -163,7 +271,7 @@ class Settings(BaseSettings):
         PriceTable(value)  # raises with what is wrong
         return value
 
-    @field_validator("model", "review_model")
+    @field_validator("model", "review_model", "helper_model")
     @classmethod
     def _model_has_known_kind(cls, value: str) -> str:
         if not value:
@@ -209,6 +317,11 @@ class Settings(BaseSettings):
     def homes_dir(self) -> Path:
         """Each user's files (the home of their computer) live in a folder named by user id."""
         return self.data_dir / "homes"
+
+    @property
+    def web_url(self) -> str:
+        """Where the web app is reached: the public URL, or this server's own address."""
+        return self.public_url or f"http://{self.host}:{self.port}"
 
     @property
     def blob_dir(self) -> Path:

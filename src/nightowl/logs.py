@@ -6,7 +6,7 @@ import contextvars
 import json
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -25,34 +25,25 @@ _STANDARD_ATTRS = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, ids, and any `extra` fields.
 
-    Values registered with `redact` (the vault's secrets, as the gate loads them) never reach
-    a line: the finished line is scrubbed, whatever field or traceback carried them.
+    Secrets registered with `redact` (the vault's, as the gate opens them) never reach a line:
+    the finished line is scrubbed of every form of them (safety/redaction.py), whatever
+    field or traceback carried them.
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self._redacted: dict[str, str] = {}
-        # What `format` scrubs, longest form first: (how the form is written, its reference),
-        # as is and as it appears inside a JSON string.
-        self._scrub: list[tuple[str, str]] = []
+        # One scrubber per owner, replaced when the owner's secrets are opened again.
+        self._scrubbers: dict[str, Callable[[str], str]] = {}
 
-    def redact(self, forms: dict[str, str]) -> None:
-        """Scrub these forms of secret values (form -> secret name) from every line."""
-        new = {f: n for f, n in forms.items() if len(f) >= 4 and self._redacted.get(f) != n}
-        if not new:
-            return
-        self._redacted.update(new)
-        self._scrub = [
-            (written, f"[secret:{name}]")
-            for form, name in sorted(self._redacted.items(), key=lambda item: -len(item[0]))
-            for written in (form, json.dumps(form)[1:-1])
-        ]
+    def redact(self, key: str, scrub: Callable[[str], str]) -> None:
+        """Scrub every line with `scrub` (an owner's secrets), in place of the last one
+        registered under `key`."""
+        self._scrubbers = {**self._scrubbers, key: scrub}
 
     def format(self, record: logging.LogRecord) -> str:
         line = self._format(record)
-        for written, reference in self._scrub:
-            if written in line:
-                line = line.replace(written, reference)
+        for scrub in self._scrubbers.values():
+            line = scrub(line)
         return line
 
     def _format(self, record: logging.LogRecord) -> str:
@@ -76,10 +67,29 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure_logging(level: str) -> None:
-    """Send every logger (ours, uvicorn's, DBOS's) to stderr as JSON lines."""
+class ConsoleFormatter(JsonFormatter):
+    """One readable line per record for a person at a terminal: time, level, message, then
+    the ids and extra fields as key=value (scrubbed of secrets like the JSON lines)."""
+
+    def _format(self, record: logging.LogRecord) -> str:
+        entry = json.loads(super()._format(record))
+        stamp = datetime.fromtimestamp(record.created).strftime("%H:%M:%S")
+        level, message = entry.pop("level"), entry.pop("message")
+        for key in ("time", "logger", "exception"):
+            entry.pop(key, None)
+        fields = " ".join(f"{key}={value}" for key, value in entry.items())
+        line = f"{stamp} {level:<7} {message}" + (f"  ({fields})" if fields else "")
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def configure_logging(level: str, human: bool | None = None) -> None:
+    """Send every logger (ours, uvicorn's, DBOS's) to stderr: readable lines when stderr is a
+    terminal (or `human`), JSON lines otherwise (for log collectors)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    readable = sys.stderr.isatty() if human is None else human
+    handler.setFormatter(ConsoleFormatter() if readable else JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -93,11 +103,12 @@ def configure_logging(level: str) -> None:
     logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 
-def redact_in_logs(forms: dict[str, str]) -> None:
-    """Keep these forms of secret values (form -> secret name) out of every log line."""
+def redact_in_logs(key: str, scrub: Callable[[str], str]) -> None:
+    """Keep what `scrub` removes (an owner's secrets, registered under `key`) out of every
+    log line."""
     for handler in logging.getLogger().handlers:
         if isinstance(handler.formatter, JsonFormatter):
-            handler.formatter.redact(forms)
+            handler.formatter.redact(key, scrub)
 
 
 @contextmanager

@@ -28,6 +28,11 @@ class Metrics:
             ["explained"],
             registry=self.registry,
         )
+        self.parroted_replies = Counter(
+            "nightowl_parroted_replies",
+            "Replies held back for repeating an earlier message word for word",
+            registry=self.registry,
+        )
         self.compactions = Counter(
             "nightowl_compactions",
             "Compaction runs, by outcome (compacted, woke, wake due, empty summary, failed)",

@@ -12,6 +12,13 @@ from nightowl.computer.computers import Computers
 from nightowl.computer.network import host_addresses
 from nightowl.computer.sandbox import Sandbox
 from tests.computer.sandboxes import computers_for, new_user
+from tests.netns_hosts import (
+    PROBE,
+    NetnsHost,
+    host_in_netns,
+    outside_stand_in,
+    refused_ranges_sample,
+)
 
 
 async def _sh(sandbox: Sandbox, command: str, timeout_s: float = 20) -> tuple[int | None, str]:
@@ -57,39 +64,33 @@ def test_the_host_and_other_users_are_out_of_reach(tmp_path: Path) -> None:
 
 
 def test_the_host_and_private_networks_are_unreachable_with_egress(tmp_path: Path) -> None:
-    probe = (
-        "import socket, sys\n"
-        "for target in sys.argv[1:]:\n"
-        "    host, port = target.rsplit(':', 1)\n"
-        "    try:\n"
-        "        socket.create_connection((host, int(port)), timeout=3).close()\n"
-        "        print(target, 'open')\n"
-        "    except OSError as error:\n"
-        "        print(target, 'refused', error)\n"
-    )
+    """Each refused range is a test host of ours, so a broken rule would reach only it."""
     own = next(a for a in host_addresses() if not a.startswith("127."))
     listener = socket.create_server(("0.0.0.0", 0))  # a host service on every address
     port = listener.getsockname()[1]
+    outside = outside_stand_in()
 
-    async def scenario() -> None:
+    async def scenario(host: NetnsHost) -> None:
         with computers_for(tmp_path, network="egress") as computers:
             _, sandbox = await _acquire(computers, "carol")
-            await sandbox.call({"op": "write", "path": "probe.py", "content": probe})
+            await sandbox.call({"op": "write", "path": "probe.py", "content": PROBE})
             targets = [
                 "127.0.0.1:5432",  # the sandbox's own loopback: no PostgreSQL there
                 "10.0.2.2:5432",  # slirp's way to the host's loopback: disabled
                 f"{own}:{port}",  # the host's own address
-                "169.254.169.254:80",  # cloud metadata
-                "192.168.1.1:80",  # the LAN
-            ]
-            code, text = await _sh(sandbox, f"python3 probe.py {' '.join(targets)}; ip -4 addr")
+                *(f"{a}:{host.port}" for a in host.addresses if a != outside),  # 10/8, 100.64/10,
+            ]  # link-local (where cloud metadata is), 172.16/12, 192.168/16
+            allowed = f"{outside}:{host.port}"
+            code, text = await _sh(sandbox, f"python3 probe.py {allowed} {' '.join(targets)}")
             assert code == 0
             for target in targets:
                 assert f"{target} refused" in text, text
-            assert "10.0.2.100" in text  # egress is configured: the sandbox has its own route
+            assert f"{allowed} open hello from the test host" in text  # egress works
+            assert host.contacts() == [outside]
 
     try:
-        asyncio.run(scenario())
+        with host_in_netns(tmp_path, (*refused_ranges_sample(), outside)) as host:
+            asyncio.run(scenario(host))
     finally:
         listener.close()
 

@@ -108,7 +108,7 @@ def test_sigkill_during_model_call_reruns_only_the_unfinished_step(
             r[0]
             for r in rows(
                 backend_url,
-                "SELECT step FROM model_calls WHERE conversation_id = :c",
+                "SELECT step FROM model_calls WHERE conversation_id = :c AND step >= 0",
                 c=conversation,
             )
         ]
@@ -168,7 +168,7 @@ def test_sigkill_during_tool_call_reruns_only_that_tool(tmp_path: Path, backend_
             r[0]
             for r in rows(
                 backend_url,
-                "SELECT step FROM model_calls WHERE conversation_id = :c",
+                "SELECT step FROM model_calls WHERE conversation_id = :c AND step >= 0",
                 c=conversation,
             )
         )
@@ -179,5 +179,54 @@ def test_sigkill_during_tool_call_reruns_only_that_tool(tmp_path: Path, backend_
                 for m in client.get(f"/v1/conversations/{conversation}/messages").json()["messages"]
             ]
         assert bodies == ["go", "on it", "done"]
+    finally:
+        server.stop()
+
+
+@pytest.mark.timeout(900)
+def test_a_turn_that_keeps_killing_its_worker_is_parked(tmp_path: Path, backend_url: str) -> None:
+    # The model call never ends before the process dies: every start of the turn dies in the
+    # same place, as a native crash inside one step would make it.
+    model = write_script(
+        tmp_path / "script.json",
+        [{"delay": 120, "tool_calls": [{"name": "send_to_user", "arguments": {"text": "x"}}]}],
+    )
+    server = ServerProcess(
+        tmp_path / "data", backend_url, model=model, env={"NIGHTOWL_MAX_TURN_RECOVERIES": "3"}
+    ).start()
+    conversation = _post(server, "do the thing", "c1")
+
+    def calls() -> int:
+        return len(
+            rows(
+                backend_url,
+                "SELECT id FROM model_calls WHERE conversation_id = :c AND step = 0",
+                c=conversation,
+            )
+        )
+
+    for death in range(1, 4):
+        wait_for(lambda death=death: calls() == death, timeout=60)
+        server.kill()
+        server.start()
+    try:
+        wait_for(lambda: _turn_states(backend_url, conversation) == ["failed"], timeout=60)
+        with server.client() as client:
+            messages = client.get(f"/v1/conversations/{conversation}/messages").json()["messages"]
+            notices = [m["body"] for m in messages if m["role"] == "notice"]
+            assert len(notices) == 1
+            assert "died 3 times in a row" in notices[0]
+            # The server stays up and takes new work.
+            assert client.get("/healthz").status_code == 200
+            other = client.post("/v1/conversations", json={}).json()["id"]
+            sent = client.post(
+                f"/v1/conversations/{other}/messages", json={"client_id": "o1", "text": "hello"}
+            )
+            assert sent.status_code == 201
+        error = rows(
+            backend_url, "SELECT error FROM turns WHERE conversation_id = :c", c=conversation
+        )
+        assert "died 3 times in a row" in error[0][0]
+        assert calls() == 3  # not tried a fourth time
     finally:
         server.stop()

@@ -7,15 +7,17 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.store_view import rows
-from tests.server import ServerProcess, wait_for
+from tests.server import ServerProcess, say, wait_for, write_script
 
 pytestmark = pytest.mark.slow
 
 
 def test_finished_workflows_are_deleted_after_retention(tmp_path: Path, database_url: str) -> None:
+    model = write_script(tmp_path / "script.json", [say("hi", final=True)])
     server = ServerProcess(
         tmp_path / "data",
         database_url,
+        model=model,
         env={"NIGHTOWL_RETENTION_DAYS": "0.00002", "NIGHTOWL_RETENTION_SWEEP_INTERVAL_S": "0.5"},
     ).start()
     durable = (
@@ -43,6 +45,13 @@ def test_finished_workflows_are_deleted_after_retention(tmp_path: Path, database
             ),
             timeout=20,
         )
+        # The results its steps kept beside their writes (a model call and a tool run, each
+        # committed with its result) go with it.
+        assert (
+            rows(database_url, "SELECT count(*) FROM tool_runs WHERE turn_id = :t", t=turn_id)[0][0]
+            == 1
+        )
+        wait_for(lambda: rows(database_url, "SELECT count(*) FROM step_results") == [(0,)])
         # The app's own record of the turn stays.
         assert rows(database_url, "SELECT status FROM turns WHERE id = :t", t=turn_id) == [
             ("done",)

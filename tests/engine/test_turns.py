@@ -257,3 +257,29 @@ def test_a_model_that_keeps_failing_ends_the_turn_with_one_message(
     assert rows(
         database_url, "SELECT status FROM turns WHERE conversation_id = :c", c=conversation
     ) == [("failed",)]
+
+
+def test_a_reply_that_parrots_an_earlier_message_is_asked_again_then_explained(
+    scripted: Any, database_url: str
+) -> None:
+    """A model that answers a new question with its earlier reply, word for word (what the
+    small local model did across conversations): the copy is never sent; the model is asked
+    once more, and a second copy becomes a plain sentence on how to get a stronger model."""
+    earlier = "I can help you with various tasks, such as reading files and setting timers."
+    server = scripted([{"tool_calls": [_say(earlier, final=True)]}])
+    _, first = _run_turn(server, database_url, "What can you do for me?")
+    assert [m["body"] for m in first if m["role"] == "agent"] == [earlier]
+    conversation, second = _run_turn(server, database_url, "Write a poem about owls.")
+    said = [m["body"] for m in second if m["role"] == "agent"]
+    assert len(said) == 1 and earlier not in said, said
+    assert "could not answer" in said[0] and "NIGHTOWL_MODEL" in said[0]
+    # Two recorded calls for the one step: the copy and the retry with its note.
+    calls = rows(
+        database_url,
+        "SELECT step, error FROM model_calls WHERE conversation_id = :c AND step >= 0",
+        c=conversation,
+    )
+    assert calls == [(0, None), (0, None)]
+    # The same question again may get the same answer.
+    _, again = _run_turn(server, database_url, "What can you do for me?")
+    assert [m["body"] for m in again if m["role"] == "agent"] == [earlier]

@@ -19,7 +19,7 @@ from nightowl.memory.facts import (
     list_facts,
     profile_size,
 )
-from nightowl.memory.memory_pass import plan_pass, read_pass_input, run_memory_pass, write_pass
+from nightowl.memory.memory_pass import plan_pass, read_pass_input, write_pass
 from nightowl.memory.pass_prompt import CONSOLIDATE_MARK
 from nightowl.memory.worklog import recent_entries
 from nightowl.models.pricing import PriceTable
@@ -29,6 +29,7 @@ from nightowl.store.database import Database
 from nightowl.store.memory_tables import MemoryConsolidation, MemoryPassRecord
 from nightowl.store.tables import ModelCall
 from nightowl.store.users import ensure_owner
+from tests.memory.turns import pass_of
 
 
 def _model(tmp_path: Path, memory: list[dict[str, Any]]) -> ScriptedModel:
@@ -83,7 +84,7 @@ def test_500_facts_offered_never_pass_the_bounds_and_unshown_facts_stay(
     with database.write() as session:
         hidden = add_fact(session, owner, "The owner added this meanwhile", Source(), "owner")
 
-    planned, ops, result, replies = asyncio.run(plan_pass(model, given, "2026-11-30"))
+    planned, ops, result, replies = asyncio.run(plan_pass(model.complete, given, "2026-11-30"))
     assert len(replies) == 2  # the pass, then one consolidation
     with database.write() as session:
         assert write_pass(
@@ -97,7 +98,6 @@ def test_500_facts_offered_never_pass_the_bounds_and_unshown_facts_stay(
             user_id=owner,
             model_name=model.name,
             calls=[r.usage for r in replies],
-            prices=PriceTable(),
         )
     with database.read() as session:
         count, chars = profile_size(session, owner)
@@ -151,12 +151,8 @@ def test_facts_keep_source_and_trust_and_a_rerun_writes_nothing(
     )
     # The operator prices the scripted model, so the pass's call has a cost to count.
     prices = PriceTable({"scripted": {"input": 1_000_000.0, "output": 1_000_000.0}})
-    first = asyncio.run(
-        run_memory_pass(database, model, "turn-1", conversation, owner, prices=prices)
-    )
-    again = asyncio.run(
-        run_memory_pass(database, model, "turn-1", conversation, owner, prices=prices)
-    )
+    first = asyncio.run(pass_of(database, model, "turn-1", conversation, owner, prices=prices))
+    again = asyncio.run(pass_of(database, model, "turn-1", conversation, owner, prices=prices))
     assert first["added"] == 2 and again == {"skipped": True}
     with database.read() as session:
         calls = session.scalars(select(ModelCall).where(ModelCall.turn_id == "turn-1")).all()
@@ -180,7 +176,7 @@ def test_facts_keep_source_and_trust_and_a_rerun_writes_nothing(
 def test_a_silent_model_still_gets_a_work_log_entry(database: Database, tmp_path: Path) -> None:
     owner, conversation = _turn(database, "What is on my calendar tomorrow?")
     model = _model(tmp_path, [])
-    outcome = asyncio.run(run_memory_pass(database, model, "turn-1", conversation, owner))
+    outcome = asyncio.run(pass_of(database, model, "turn-1", conversation, owner))
     assert outcome["added"] == 0
     with database.read() as session:
         (entry,) = recent_entries(session, owner)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.store.blobs import file_path
-from nightowl.tools.messaging import _attach
+from nightowl.tools.messaging import attach_files
 from nightowl.tools.registry import ToolContext
 
 
@@ -38,7 +38,7 @@ def test_a_file_in_the_home_is_copied_into_the_blob_store(tmp_path: Path) -> Non
         "~/reports/q3.csv",
         "latest.csv",
     ):
-        attached: Any = _attach([given], ctx)
+        attached: Any = attach_files([given], ctx)
         assert isinstance(attached, list), attached
         [item] = attached
         assert item["name"] == "q3.csv" and item["size"] == 12
@@ -62,7 +62,7 @@ def test_nothing_outside_the_home_can_be_attached(tmp_path: Path) -> None:
         ".": "outside your home",
     }
     for given, problem in expectations.items():
-        answer = _attach([given], ctx)
+        answer = attach_files([given], ctx)
         assert isinstance(answer, str) and problem in answer, (given, answer)
     assert not (tmp_path / "blobs").exists()
 
@@ -70,5 +70,5 @@ def test_nothing_outside_the_home_can_be_attached(tmp_path: Path) -> None:
 def test_a_file_over_the_limit_is_refused_with_its_size(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path, limit=100)
     (ctx.home / "big.bin").write_bytes(os.urandom(101))
-    answer = _attach(["big.bin"], ctx)
+    answer = attach_files(["big.bin"], ctx)
     assert isinstance(answer, str) and "101 bytes; the limit is 100" in answer

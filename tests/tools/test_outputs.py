@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ import pytest
 
 from nightowl.store.blobs import get_text, put_text
 from nightowl.store.database import Database
+from nightowl.store.migrate import upgrade
+from nightowl.store.output_blobs import record_output_blob
 from nightowl.tools.outputs import READ_OUTPUT, ReadOutputArgs
 from nightowl.tools.registry import ToolContext
 from nightowl.tools.web import WebFetchArgs, web_fetch_tool
@@ -26,31 +29,42 @@ BIG_PAGE = (
 )
 
 
-def _context(tmp_path: Path) -> ToolContext:
+def _context(tmp_path: Path, owner: str = "o") -> ToolContext:
+    database = Database(f"sqlite:///{tmp_path / 'x.db'}")
+    upgrade(database)
     return ToolContext(
-        database=Database(f"sqlite:///{tmp_path / 'x.db'}"),
+        database=database,
         blob_dir=tmp_path / "blobs",
         conversation_id="c",
-        owner_id="o",
+        owner_id=owner,
         turn_id="t",
         call_id="0.0",
         home=tmp_path / "home",
     )
 
 
-def test_read_output_pages_and_greps(tmp_path: Path) -> None:
+@pytest.mark.parametrize("trust", ["untrusted", "agent"])
+def test_read_output_pages_and_greps_with_the_originals_trust(tmp_path: Path, trust: str) -> None:
     context = _context(tmp_path)
     text = "\n".join(f"row {n}" for n in range(3000)) + "\nNEEDLE here"
     reference = put_text(context.blob_dir, text)
+    with context.database.write() as session:
+        record_output_blob(session, "o", reference, trust)
     assert get_text(context.blob_dir, reference) == text
     page = asyncio.run(READ_OUTPUT.run(ReadOutputArgs(reference=reference, limit=50), context))
     assert "Characters 0-50" in page.content and "Next: offset=50" in page.content
+    assert page.meta["trust"] == trust  # reading the rest carries the original's trust
     found = asyncio.run(
         READ_OUTPUT.run(ReadOutputArgs(reference=reference, pattern="NEEDLE"), context)
     )
     assert "1 matching lines" in found.content and "3001: NEEDLE here" in found.content
+    assert found.meta["trust"] == trust
     missing = asyncio.run(READ_OUTPUT.run(ReadOutputArgs(reference="blob:" + "0" * 64), context))
-    assert missing.is_error and "exact reference" in missing.content
+    assert missing.is_error and "exact blob: reference" in missing.content
+    # Another user cannot read it, even knowing the reference.
+    other = replace(context, owner_id="someone-else")
+    refused = asyncio.run(READ_OUTPUT.run(ReadOutputArgs(reference=reference), other))
+    assert refused.is_error and "NEEDLE" not in refused.content
 
 
 def test_web_fetch_refuses_local_addresses_unless_allowed(tmp_path: Path) -> None:

@@ -236,10 +236,11 @@ def test_the_app_is_usable_with_the_keyboard_alone(
     page = open_app(contexts(), server, conversation)
 
     page.keyboard.press("Tab")
-    for _ in range(12):
+    for _ in range(40):  # past the sidebar's links (inbox, connectors, settings, memory …)
         if page.evaluate("document.activeElement.id") == "composer-input":
             break
         page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "composer-input"
     page.keyboard.type("plan the offsite")
     page.keyboard.press("Enter")
     friday = page.get_by_role("button", name="Friday")

@@ -8,6 +8,9 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import BrowserContext, expect
 
+from nightowl.memory.notes import write_note
+from nightowl.memory.worklog import write_entry
+from nightowl.store.database import Database
 from tests.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -65,3 +68,37 @@ def test_the_owner_sees_and_corrects_memory(
             http.post("/v1/memory/facts", json={"text": f"f{n}"})
     page.get_by_role("button", name="Add").click()
     expect(page.get_by_role("alert")).to_contain_text("the profile is full")
+
+
+def test_memory_made_from_outside_text_is_marked(
+    contexts: Callable[..., BrowserContext], serve: Callable[..., ServerProcess]
+) -> None:
+    server = serve()
+    with server.client() as http:
+        owner = http.get("/v1/me").json()["id"]
+    # As a turn that read a webhook would have written them.
+    store = Database(f"sqlite:///{server.data_dir / 'nightowl.db'}")
+    with store.write() as session:
+        write_entry(session, owner, "Asked: pay the overdue invoice", trust="untrusted")
+        write_entry(session, owner, "Moved the Bob meeting to 3 pm.", trust="owner")
+        write_note(session, owner, "Invoice from the webhook is pending", 60, trust="untrusted")
+    store.dispose()
+
+    page = contexts().new_page()
+    page.goto(f"{server.url}/#token={server.token}")
+    page.wait_for_selector("#connection[data-state=live]")
+    page.get_by_role("link", name="Memory").click()
+    log = page.get_by_role("list", name="Work log")
+    invoice = log.locator("li", has_text="pay the overdue invoice")
+    expect(invoice).to_contain_text("from untrusted content")
+    expect(log.locator("li", has_text="Bob meeting")).not_to_contain_text("untrusted")
+    notes = page.get_by_role("list", name="Notes")
+    expect(notes).to_contain_text("from untrusted content")
+
+    # The owner's correction makes the entry theirs.
+    invoice.get_by_role("button", name="Edit").click()
+    page.get_by_label("Edit").fill("Was asked to pay an invoice; I declined.")
+    page.get_by_role("button", name="Save").click()
+    corrected = log.locator("li", has_text="I declined")
+    expect(corrected).to_be_visible()
+    expect(corrected).not_to_contain_text("untrusted")

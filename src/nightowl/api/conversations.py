@@ -10,7 +10,8 @@ from fastapi import APIRouter, Query, Request, Response
 from sqlalchemy.orm import Session
 
 from nightowl.api.auth import CurrentUser, database_of
-from nightowl.api.errors import ApiError
+from nightowl.api.errors import ApiError, error_responses
+from nightowl.api.inputs import MAX_INT64, PathId
 from nightowl.api.schemas import (
     ConversationOut,
     MessageOut,
@@ -20,8 +21,8 @@ from nightowl.api.schemas import (
     NewMessage,
     ReadPosition,
     TypingOut,
+    seen_before,
 )
-from nightowl.engine.durable import DurableEngine
 from nightowl.router.priority import Priority
 from nightowl.router.router import IncomingMessage, Router
 from nightowl.store.conversations import (
@@ -35,7 +36,7 @@ from nightowl.store.conversations import (
     title_if_untitled,
     unread_counts,
 )
-from nightowl.store.questions import answer_question, question_states
+from nightowl.store.questions import question_states
 from nightowl.store.turns import activities
 
 routes = APIRouter(prefix="/v1/conversations", tags=["conversations"])
@@ -77,7 +78,9 @@ def my_conversations(user: CurrentUser, request: Request) -> list[ConversationOu
 
 
 @routes.get("/{conversation_id}")
-def one_conversation(conversation_id: str, user: CurrentUser, request: Request) -> ConversationOut:
+def one_conversation(
+    conversation_id: PathId, user: CurrentUser, request: Request
+) -> ConversationOut:
     """One of the caller's conversations, with what its running turn is doing."""
     with database_of(request).read() as session:
         return _described(session, [get_conversation(session, conversation_id, user.id)])[0]
@@ -85,7 +88,7 @@ def one_conversation(conversation_id: str, user: CurrentUser, request: Request) 
 
 @routes.post("/{conversation_id}/read")
 def read_up_to(
-    conversation_id: str, body: ReadPosition, user: CurrentUser, request: Request
+    conversation_id: PathId, body: ReadPosition, user: CurrentUser, request: Request
 ) -> ConversationOut:
     """Mark messages up to `seq` as read on every device (the position never moves back)."""
     database = database_of(request)
@@ -96,7 +99,7 @@ def read_up_to(
 
 
 @routes.post("/{conversation_id}/typing", status_code=202)
-async def owner_typing(conversation_id: str, user: CurrentUser, request: Request) -> TypingOut:
+async def owner_typing(conversation_id: PathId, user: CurrentUser, request: Request) -> TypingOut:
     """The owner is typing: warm the provider's cache for this conversation, at most once per
     cache lifetime (`warming` says whether this request started it)."""
     warmer = request.app.state.warmer
@@ -112,9 +115,13 @@ async def owner_typing(conversation_id: str, user: CurrentUser, request: Request
     return TypingOut(warming=warming)
 
 
-@routes.post("/{conversation_id}/messages", status_code=201)
+@routes.post(
+    "/{conversation_id}/messages",
+    status_code=201,
+    responses={**seen_before("message"), **error_responses(413)},
+)
 def send_message(
-    conversation_id: str,
+    conversation_id: PathId,
     body: NewMessage,
     user: CurrentUser,
     request: Request,
@@ -159,10 +166,12 @@ def send_message(
 
 @routes.get("/{conversation_id}/messages")
 def read_messages(
-    conversation_id: str,
+    conversation_id: PathId,
     user: CurrentUser,
     request: Request,
-    after: Annotated[int, Query(ge=0, description="Return messages with seq > after")] = 0,
+    after: Annotated[
+        int, Query(ge=0, le=MAX_INT64, description="Return messages with seq > after")
+    ] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> MessagePage:
     """Messages with `seq > after`, in order."""
@@ -176,10 +185,14 @@ def read_messages(
     )
 
 
-@routes.post("/{conversation_id}/messages/{message_id}/answer", status_code=201)
+@routes.post(
+    "/{conversation_id}/messages/{message_id}/answer",
+    status_code=201,
+    responses={**seen_before("answer"), **error_responses(403, 409)},
+)
 def answer(
-    conversation_id: str,
-    message_id: str,
+    conversation_id: PathId,
+    message_id: PathId,
     body: NewAnswer,
     user: CurrentUser,
     request: Request,
@@ -195,23 +208,8 @@ def answer(
         conversation = get_conversation(session, conversation_id, user.id)
     if user.role != "owner":
         raise ApiError(403, "not_owner", "only the owner answers the agent's questions")
-    with database.write() as session:
-        answered = answer_question(
-            session,
-            conversation.id,
-            message_id,
-            answer=body.payload(),
-            client_id=body.client_id,
-            author_id=user.id,
-        )
-    engine: DurableEngine = request.app.state.engine
-    # Sent on a retry too (idempotent): the first request may have died before its wake-up.
-    try:
-        engine.deliver_answer(answered.turn_id, message_id)
-    except Exception:
-        if not answered.duplicate:
-            raise
-        log.info("no turn to wake for a repeated answer", extra={"message_id": message_id})
+    router: Router = request.app.state.router
+    answered = router.answer(conversation.id, message_id, body.payload(), body.client_id, user.id)
     if answered.duplicate:
         response.status_code = 200
     return MessageOut.of(answered.message)

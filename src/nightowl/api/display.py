@@ -19,7 +19,9 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel
 
 from nightowl.api.auth import CurrentUser
-from nightowl.api.errors import ApiError
+from nightowl.api.errors import ApiError, error_responses
+from nightowl.api.inputs import PathId
+from nightowl.api.revocation import token_watch_of
 from nightowl.api.webapp import SECURITY_HEADERS, WEB_DIR
 from nightowl.computer.desktop import HEIGHT, WIDTH, DesktopError, Desktops, Display
 from nightowl.computer.sandbox import SandboxError
@@ -91,13 +93,13 @@ async def my_displays(user: CurrentUser, request: Request) -> list[DisplayOut]:
 
 
 @routes.get("/v1/displays/{agent}")
-async def one_display(agent: str, user: CurrentUser, request: Request) -> DisplayOut:
+async def one_display(agent: PathId, user: CurrentUser, request: Request) -> DisplayOut:
     """One agent's display (the agent is the conversation that uses it)."""
     return DisplayOut.of(_mine(request, user, agent))
 
 
-@routes.post("/v1/displays/{agent}/control")
-async def take_control(agent: str, user: CurrentUser, request: Request) -> DisplayOut:
+@routes.post("/v1/displays/{agent}/control", responses=error_responses(503))
+async def take_control(agent: PathId, user: CurrentUser, request: Request) -> DisplayOut:
     """Take the display's keyboard and mouse; the agent's input waits until control is given back
     (or it lapses after a while)."""
     _mine(request, user, agent)
@@ -108,7 +110,7 @@ async def take_control(agent: str, user: CurrentUser, request: Request) -> Displ
 
 
 @routes.delete("/v1/displays/{agent}/control")
-async def give_back_control(agent: str, user: CurrentUser, request: Request) -> DisplayOut:
+async def give_back_control(agent: PathId, user: CurrentUser, request: Request) -> DisplayOut:
     """Give the display back to the agent; viewers only watch again."""
     _mine(request, user, agent)
     return DisplayOut.of(await desktops_of(request).give_back(user.id, agent))
@@ -119,8 +121,9 @@ def _user_for(database: Database, token: str) -> UserInfo | None:
         return user_for_token(session, token)
 
 
-async def _authenticate(websocket: WebSocket) -> UserInfo | None:
-    """The user whose token is the first message, or None (the socket is then closed)."""
+async def _authenticate(websocket: WebSocket) -> tuple[UserInfo, str] | None:
+    """The user whose token is the first message (and the token), or None (the socket is then
+    closed)."""
     try:
         first = await asyncio.wait_for(websocket.receive(), AUTH_TIMEOUT_S)
     except TimeoutError:
@@ -134,38 +137,54 @@ async def _authenticate(websocket: WebSocket) -> UserInfo | None:
     if user is None:
         reason = "send a valid access token as the first message"
         await websocket.close(CLOSE_UNAUTHORIZED, reason)
-    return user
+        return None
+    return user, token
 
 
 @routes.websocket("/v1/displays/{agent}/vnc")
 async def vnc_stream(websocket: WebSocket, agent: str) -> None:
     """The display's VNC (RFB) stream; the first message must be the owner's access token."""
+    # A viewer may go away at any point, even while we close on it: that is no error.
+    with contextlib.suppress(WebSocketDisconnect):
+        await _live_view(websocket, agent)
+
+
+async def _live_view(websocket: WebSocket, agent: str) -> None:
     offered = websocket.scope.get("subprotocols") or []
     await websocket.accept(subprotocol="binary" if "binary" in offered else None)
-    user = await _authenticate(websocket)
-    if user is None:
+    signed_in = await _authenticate(websocket)
+    if signed_in is None:
         return
+    user, token = signed_in
     desktops = desktops_of(websocket)
     if desktops.find(user.id, agent) is None:
         await websocket.close(CLOSE_NO_DISPLAY, "this agent has no display of yours")
         return
     try:
-        async with desktops.vnc(user.id, agent) as (reader, writer):
-            ended_by_server = await _relay(websocket, reader, writer)
+        with token_watch_of(websocket.app).watching(token) as revoked:
+            async with desktops.vnc(user.id, agent) as (reader, writer):
+                ended_by = await _relay(websocket, reader, writer, revoked)
     except (SandboxError, DesktopError, LookupError) as error:
         log.warning("live view failed", extra={"agent": agent, "error": str(error)})
         with contextlib.suppress(RuntimeError, WebSocketDisconnect):
             await websocket.close(CLOSE_UNAVAILABLE, "the display is not available; try again")
         return
-    if ended_by_server:
+    if ended_by == "revoked":
+        with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+            await websocket.close(CLOSE_UNAUTHORIZED, "the access token was revoked")
+    elif ended_by == "server":
         with contextlib.suppress(RuntimeError, WebSocketDisconnect):
             await websocket.close(CLOSE_UNAVAILABLE, "the display's VNC server closed")
 
 
 async def _relay(
-    websocket: WebSocket, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> bool:
-    """Copy bytes both ways until one side ends; True when the VNC side ended first."""
+    websocket: WebSocket,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    revoked: asyncio.Event,
+) -> str:
+    """Copy bytes both ways until one side ends or the token is revoked: which ended it
+    ("viewer", "server" or "revoked")."""
 
     async def from_viewer() -> None:
         while True:
@@ -182,7 +201,10 @@ async def _relay(
 
     viewer = asyncio.create_task(from_viewer())
     server = asyncio.create_task(to_viewer())
-    done, pending = await asyncio.wait({viewer, server}, return_when=asyncio.FIRST_COMPLETED)
+    revocation = asyncio.create_task(revoked.wait())
+    done, pending = await asyncio.wait(
+        {viewer, server, revocation}, return_when=asyncio.FIRST_COMPLETED
+    )
     for task in pending:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, OSError):
@@ -193,7 +215,9 @@ async def _relay(
             error, WebSocketDisconnect | OSError | RuntimeError
         ):
             raise error
-    return server in done and viewer not in done
+    if revocation in done:
+        return "revoked"
+    return "server" if server in done and viewer not in done else "viewer"
 
 
 @routes.get("/display", include_in_schema=False)

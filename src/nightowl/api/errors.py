@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from nightowl.api.inputs import PATTERN_WORDS
 from nightowl.store.errors import Conflict, Invalid, NotFound
 
 
@@ -20,18 +24,63 @@ class ApiError(Exception):
         self.message = message
 
 
-def _answer(status: int, code: str, message: str) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable `code` and a `message` that says what to do."""
+
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    """The shape of every error answer."""
+
+    error: ErrorDetail
+
+
+_MEANING = {
+    400: "Malformed request: the body is not valid JSON, or a header is missing or malformed.",
+    401: "No access token, or one that is unknown or revoked (or a bad webhook signature).",
+    403: "Only the owner may do this.",
+    404: "No such thing of yours.",
+    409: "The thing is no longer in a state that allows this.",
+    413: "The request is larger than the limit the message names.",
+    422: "A field is invalid; the message names it and says why.",
+    429: "Too many requests; retry after the seconds in Retry-After.",
+    503: "Temporarily unavailable; try again.",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for these error statuses, each in the common error shape."""
+    return {status: {"model": ErrorOut, "description": _MEANING[status]} for status in statuses}
+
+
+def _answer(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JSONResponse(
         {"error": {"code": code, "message": message}}, status_code=status, headers=headers
     )
+
+
+def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The answer to an ApiError, for code that runs outside the routes (middleware)."""
+    return _answer(error.status, error.code, error.message, headers)
 
 
 def _describe(errors: list[dict[str, object]]) -> str:
     parts = []
     for error in errors:
         where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"  # type: ignore[attr-defined]
-        parts.append(f"{where}: {error.get('msg')}")
+        message = error.get("msg")
+        if error.get("type") == "string_unicode":  # pydantic's word for a lone surrogate
+            message = "is not well-formed Unicode (a lone surrogate); send valid UTF-8 text"
+        if error.get("type") == "string_pattern_mismatch":
+            pattern = str((error.get("ctx") or {}).get("pattern", ""))  # type: ignore[attr-defined]
+            message = PATTERN_WORDS.get(pattern, message)
+        parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
 
@@ -68,7 +117,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+            exc.status_code, "http_error"
+        )
         message = str(exc.detail)
         if exc.status_code == 404:
             message = "no such route; see /openapi.json for the API"

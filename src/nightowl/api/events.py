@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 
@@ -10,31 +9,43 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from nightowl.api.auth import CurrentUser
-from nightowl.store.changes import Change, ChangeFeed
+from nightowl.api.edge import token_of
+from nightowl.api.revocation import token_watch_of
+from nightowl.store.changes import ChangeFeed
 
 routes = APIRouter(tags=["events"])
 KEEPALIVE_SECONDS = 15.0
 
 
-@routes.get("/v1/events", response_class=StreamingResponse)
+@routes.get(
+    "/v1/events",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "Server-Sent Events: `event: change` with `data: {conversation_id, "
+            "seq, kind}`, and a keepalive comment every 15 seconds.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
+    },
+)
 async def change_notifications(user: CurrentUser, request: Request) -> StreamingResponse:
     """A stream of `{conversation_id, seq, kind}` for the caller's conversations."""
     feed: ChangeFeed = request.app.state.changes
-    changes = feed.subscribe()
+    watch = token_watch_of(request.app)
+    token = token_of(request.scope) or ""
 
     async def stream() -> AsyncIterator[str]:
-        yield "retry: 1000\n: connected\n\n"
-        pending: asyncio.Task[Change] | None = None
-        try:
-            while True:
-                if pending is None:
-                    pending = asyncio.ensure_future(anext(changes))
-                done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_SECONDS)
-                if not done:
+        # The stream ends within seconds of its token's revocation (api/revocation.py).
+        with feed.subscription() as changes, watch.watching(token) as revoked:
+            yield "retry: 1000\n: connected\n\n"
+            while not revoked.is_set():
+                change = await changes.next(KEEPALIVE_SECONDS, until=revoked)
+                if revoked.is_set():
+                    yield "event: revoked\ndata: {}\n\n"
+                    return
+                if change is None:
                     yield ": keepalive\n\n"
                     continue
-                change = pending.result()
-                pending = None
                 if change.owner_id != user.id:
                     continue
                 data = {
@@ -43,10 +54,6 @@ async def change_notifications(user: CurrentUser, request: Request) -> Streaming
                     "kind": change.kind,
                 }
                 yield f"event: change\ndata: {json.dumps(data)}\n\n"
-        finally:
-            if pending is not None:
-                pending.cancel()
-            await changes.aclose()  # type: ignore[attr-defined]
 
     return StreamingResponse(
         stream(),

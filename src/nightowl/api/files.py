@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import FileResponse
 
 from nightowl.api.auth import CurrentUser, database_of
+from nightowl.api.inputs import PathId
 from nightowl.store.blobs import file_path
 from nightowl.store.conversations import get_conversation
 from nightowl.store.errors import NotFound
@@ -19,7 +22,11 @@ INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 @routes.get("/{conversation_id}/messages/{message_id}/files/{index}")
 def download(
-    conversation_id: str, message_id: str, index: int, user: CurrentUser, request: Request
+    conversation_id: PathId,
+    message_id: PathId,
+    index: Annotated[int, Path(ge=0, le=10_000, description="Which file, from 0.")],
+    user: CurrentUser,
+    request: Request,
 ) -> FileResponse:
     """The file's bytes; never rendered as a page of this site, whatever it contains."""
     with database_of(request).read() as session:

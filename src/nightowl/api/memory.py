@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from nightowl.api.auth import CurrentUser, database_of
 from nightowl.api.errors import ApiError
+from nightowl.api.inputs import PathId, RequestBody, SafeText
 from nightowl.memory import facts, notes, skills, worklog
 from nightowl.memory.hybrid import search_memory
 from nightowl.memory.search import Kind
@@ -37,16 +38,16 @@ class FactOut(BaseModel):
     archived: bool
 
 
-class NewFact(BaseModel):
+class NewFact(RequestBody):
     """Body of `POST /v1/memory/facts`."""
 
-    text: str = Field(min_length=1, max_length=facts.MAX_FACT_CHARS)
+    text: SafeText = Field(min_length=1, max_length=facts.MAX_FACT_CHARS)
 
 
-class FactChange(BaseModel):
+class FactChange(RequestBody):
     """Body of `PATCH /v1/memory/facts/{id}`: new text, and/or archive or restore it."""
 
-    text: str | None = Field(default=None, min_length=1, max_length=facts.MAX_FACT_CHARS)
+    text: SafeText | None = Field(default=None, min_length=1, max_length=facts.MAX_FACT_CHARS)
     archived: bool | None = None
 
 
@@ -61,12 +62,13 @@ class LogEntryOut(BaseModel):
     last_used_at: datetime | None
     use_count: int
     archived: bool
+    trust: str  # memory-trust: owner | member | untrusted (made from outside text)
 
 
-class LogChange(BaseModel):
+class LogChange(RequestBody):
     """Body of `PATCH /v1/memory/log/{id}`."""
 
-    summary: str = Field(min_length=1, max_length=worklog.MAX_ENTRY_CHARS)
+    summary: SafeText = Field(min_length=1, max_length=worklog.MAX_ENTRY_CHARS)
 
 
 class NoteOut(BaseModel):
@@ -77,6 +79,7 @@ class NoteOut(BaseModel):
     text: str
     created_at: datetime
     expires_at: datetime
+    trust: str  # memory-trust: agent | untrusted (written in a turn that read outside text)
 
 
 class SkillOut(BaseModel):
@@ -90,23 +93,26 @@ class SkillOut(BaseModel):
     approved: bool
     created_at: datetime
     updated_at: datetime
+    trust: str  # memory-trust: owner | agent | untrusted (written in a turn that read outside text)
 
 
-class NewSkill(BaseModel):
+class NewSkill(RequestBody):
     """Body of `POST /v1/memory/skills` (the owner's skills are approved)."""
 
-    name: str = Field(min_length=1, max_length=skills.MAX_NAME_CHARS, examples=["file-expenses"])
-    description: str = Field(min_length=1, max_length=skills.MAX_DESCRIPTION_CHARS)
-    body: str = Field(min_length=1, max_length=skills.MAX_BODY_CHARS)
+    name: SafeText = Field(
+        min_length=1, max_length=skills.MAX_NAME_CHARS, examples=["file-expenses"]
+    )
+    description: SafeText = Field(min_length=1, max_length=skills.MAX_DESCRIPTION_CHARS)
+    body: SafeText = Field(min_length=1, max_length=skills.MAX_BODY_CHARS)
 
 
-class SkillChange(BaseModel):
+class SkillChange(RequestBody):
     """Body of `PATCH /v1/memory/skills/{id}`: correct it, or review it (approved)."""
 
-    description: str | None = Field(
+    description: SafeText | None = Field(
         default=None, min_length=1, max_length=skills.MAX_DESCRIPTION_CHARS
     )
-    body: str | None = Field(default=None, min_length=1, max_length=skills.MAX_BODY_CHARS)
+    body: SafeText | None = Field(default=None, min_length=1, max_length=skills.MAX_BODY_CHARS)
     approved: bool | None = None
 
 
@@ -182,7 +188,7 @@ def add_fact(body: NewFact, user: CurrentUser, request: Request) -> FactOut:
 
 
 @routes.patch("/facts/{fact_id}")
-def change_fact(fact_id: str, body: FactChange, user: CurrentUser, request: Request) -> FactOut:
+def change_fact(fact_id: PathId, body: FactChange, user: CurrentUser, request: Request) -> FactOut:
     """Correct a fact's text (it becomes the owner's word), or archive or restore it."""
     if body.text is None and body.archived is None:
         raise ApiError(422, "invalid_request", "send 'text' and/or 'archived'")
@@ -196,7 +202,7 @@ def change_fact(fact_id: str, body: FactChange, user: CurrentUser, request: Requ
 
 
 @routes.delete("/facts/{fact_id}", status_code=204)
-def delete_fact(fact_id: str, user: CurrentUser, request: Request) -> Response:
+def delete_fact(fact_id: PathId, user: CurrentUser, request: Request) -> Response:
     """Forget a fact."""
     with database_of(request).write() as session:
         facts.remove_fact(session, user.id, fact_id)
@@ -218,7 +224,7 @@ def list_log(
 
 @routes.patch("/log/{entry_id}")
 def change_entry(
-    entry_id: str, body: LogChange, user: CurrentUser, request: Request
+    entry_id: PathId, body: LogChange, user: CurrentUser, request: Request
 ) -> LogEntryOut:
     """Correct a work-log entry."""
     with database_of(request).write() as session:
@@ -226,7 +232,7 @@ def change_entry(
 
 
 @routes.delete("/log/{entry_id}", status_code=204)
-def delete_entry(entry_id: str, user: CurrentUser, request: Request) -> Response:
+def delete_entry(entry_id: PathId, user: CurrentUser, request: Request) -> Response:
     """Delete a work-log entry."""
     with database_of(request).write() as session:
         worklog.delete_entry(session, user.id, entry_id)
@@ -242,7 +248,7 @@ def list_notes(user: CurrentUser, request: Request) -> list[NoteOut]:
 
 
 @routes.delete("/notes/{note_id}", status_code=204)
-def delete_note(note_id: str, user: CurrentUser, request: Request) -> Response:
+def delete_note(note_id: PathId, user: CurrentUser, request: Request) -> Response:
     """Delete a note before it expires."""
     with database_of(request).write() as session:
         notes.delete_note(session, user.id, note_id)
@@ -265,14 +271,16 @@ def add_skill(body: NewSkill, user: CurrentUser, request: Request) -> SkillOut:
 
 
 @routes.get("/skills/{skill_id}")
-def get_skill(skill_id: str, user: CurrentUser, request: Request) -> SkillOut:
+def get_skill(skill_id: PathId, user: CurrentUser, request: Request) -> SkillOut:
     """One skill with its body."""
     with database_of(request).read() as session:
         return _skill(skills.get_skill(session, user.id, skill_id))
 
 
 @routes.patch("/skills/{skill_id}")
-def change_skill(skill_id: str, body: SkillChange, user: CurrentUser, request: Request) -> SkillOut:
+def change_skill(
+    skill_id: PathId, body: SkillChange, user: CurrentUser, request: Request
+) -> SkillOut:
     """Correct a skill, or review one the agent wrote (`approved`)."""
     if body.description is None and body.body is None and body.approved is None:
         raise ApiError(422, "invalid_request", "send 'description', 'body' and/or 'approved'")
@@ -289,7 +297,7 @@ def change_skill(skill_id: str, body: SkillChange, user: CurrentUser, request: R
 
 
 @routes.delete("/skills/{skill_id}", status_code=204)
-def delete_skill(skill_id: str, user: CurrentUser, request: Request) -> Response:
+def delete_skill(skill_id: PathId, user: CurrentUser, request: Request) -> Response:
     """Delete a skill."""
     with database_of(request).write() as session:
         skills.delete_skill(session, user.id, skill_id)
@@ -300,7 +308,7 @@ def delete_skill(skill_id: str, user: CurrentUser, request: Request) -> Response
 def search(
     user: CurrentUser,
     request: Request,
-    q: Annotated[str, Query(min_length=1, max_length=500)],
+    q: Annotated[SafeText, Query(min_length=1, max_length=500)],
     kind: Annotated[list[Kind] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=50)] = 20,
 ) -> list[HitOut]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import PlainTextResponse
 from sqlalchemy import text
 
 from nightowl.api.auth import CurrentUser
@@ -20,7 +21,11 @@ def health(request: Request) -> dict[str, str]:
     return {"status": "ok", "worker": request.app.state.settings.worker_id}
 
 
-@routes.get("/metrics")
+@routes.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 def prometheus_metrics(_user: CurrentUser, request: Request) -> Response:
     """Prometheus metrics of this process (turns, steps, queue depth, latencies, errors)."""
     metrics: Metrics = request.app.state.metrics

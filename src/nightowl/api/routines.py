@@ -8,7 +8,8 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
 from nightowl.api.auth import CurrentUser, database_of
-from nightowl.api.errors import ApiError
+from nightowl.api.errors import ApiError, error_responses
+from nightowl.api.inputs import Id, PathId, RequestBody, SafeText
 from nightowl.engine.routines import RoutineSchedules
 from nightowl.store.conversations import create_conversation
 from nightowl.store.routines import (
@@ -23,14 +24,14 @@ from nightowl.store.routines import (
 routes = APIRouter(prefix="/v1/routines", tags=["routines"])
 
 
-class NewRoutine(BaseModel):
+class NewRoutine(RequestBody):
     """Body of `POST /v1/routines`; without a conversation, the routine gets its own."""
 
-    name: str = Field(min_length=1, max_length=200)
-    prompt: str = Field(min_length=1, max_length=8_000)
-    cron: str = Field(min_length=1, max_length=100, examples=["0 8 * * 1-5"])
-    timezone: str = Field(default="UTC", max_length=64)
-    conversation_id: str | None = None
+    name: SafeText = Field(min_length=1, max_length=200)
+    prompt: SafeText = Field(min_length=1, max_length=8_000)
+    cron: SafeText = Field(min_length=1, max_length=100, examples=["0 8 * * 1-5"])
+    timezone: SafeText = Field(default="UTC", min_length=1, max_length=64, examples=["UTC"])
+    conversation_id: Id | None = None
 
 
 class RoutineOut(BaseModel):
@@ -46,6 +47,7 @@ class RoutineOut(BaseModel):
     conversation_id: str
     created_at: datetime
     last_fired_at: datetime | None
+    trust: str = "owner"  # memory-trust: untrusted when proposed in a turn that read outside text
 
     @classmethod
     def of(cls, info: RoutineInfo) -> RoutineOut:
@@ -60,6 +62,7 @@ class RoutineOut(BaseModel):
             conversation_id=info.conversation_id,
             created_at=info.created_at,
             last_fired_at=info.last_fired_at,
+            trust=info.trust,
         )
 
 
@@ -68,9 +71,10 @@ def _schedules(request: Request) -> RoutineSchedules:
     return schedules
 
 
-@routes.post("", status_code=201)
+@routes.post("", status_code=201, responses=error_responses(404))
 def make_routine(body: NewRoutine, user: CurrentUser, request: Request) -> RoutineOut:
-    """Create an active routine (the owner's own routines need no approval)."""
+    """Create an active routine (the caller's own routines need no approval; it fires with
+    the caller's trust)."""
     with database_of(request).write() as session:
         conversation_id = (
             body.conversation_id
@@ -86,7 +90,8 @@ def make_routine(body: NewRoutine, user: CurrentUser, request: Request) -> Routi
             prompt=body.prompt,
             cron=body.cron,
             timezone=body.timezone,
-            created_by="owner",
+            # A member's routine is the member's: it fires with their trust, not the owner's.
+            created_by="owner" if user.role == "owner" else "member",
         )
     _schedules(request).apply(info)
     return RoutineOut.of(info)
@@ -99,7 +104,7 @@ def my_routines(user: CurrentUser, request: Request) -> list[RoutineOut]:
         return [RoutineOut.of(info) for info in list_routines(session, user.id)]
 
 
-def _change(routine_id: str, status: str, user_id: str, request: Request) -> RoutineOut:
+def _change(routine_id: PathId, status: str, user_id: str, request: Request) -> RoutineOut:
     with database_of(request).write() as session:
         info = set_status(session, routine_id, user_id, status)
     _schedules(request).apply(info)
@@ -107,19 +112,19 @@ def _change(routine_id: str, status: str, user_id: str, request: Request) -> Rou
 
 
 @routes.post("/{routine_id}/approve")
-def approve(routine_id: str, user: CurrentUser, request: Request) -> RoutineOut:
+def approve(routine_id: PathId, user: CurrentUser, request: Request) -> RoutineOut:
     """Approve a routine the agent proposed: it starts firing on its schedule."""
     return _change(routine_id, "active", user.id, request)
 
 
 @routes.post("/{routine_id}/pause")
-def pause(routine_id: str, user: CurrentUser, request: Request) -> RoutineOut:
+def pause(routine_id: PathId, user: CurrentUser, request: Request) -> RoutineOut:
     """Stop firing until resumed."""
     return _change(routine_id, "paused", user.id, request)
 
 
-@routes.post("/{routine_id}/resume")
-def resume(routine_id: str, user: CurrentUser, request: Request) -> RoutineOut:
+@routes.post("/{routine_id}/resume", responses=error_responses(409))
+def resume(routine_id: PathId, user: CurrentUser, request: Request) -> RoutineOut:
     """Fire again on the schedule."""
     with database_of(request).read() as session:
         current = get_routine(session, routine_id, user.id)
@@ -129,7 +134,7 @@ def resume(routine_id: str, user: CurrentUser, request: Request) -> RoutineOut:
 
 
 @routes.delete("/{routine_id}", status_code=204)
-def remove(routine_id: str, user: CurrentUser, request: Request) -> Response:
+def remove(routine_id: PathId, user: CurrentUser, request: Request) -> Response:
     """Delete a routine and its schedule."""
     with database_of(request).write() as session:
         delete_routine(session, routine_id, user.id)

@@ -3,37 +3,38 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from nightowl.api.auth import CurrentUser, database_of
-from nightowl.api.errors import ApiError
-from nightowl.api.schemas import CLIENT_ID_PATTERN, MessageOut
-from nightowl.engine.durable import DurableEngine
+from nightowl.api.errors import ApiError, error_responses
+from nightowl.api.inputs import MAX_INT64, Id, PathId, RequestBody, SafeText, SecretName
+from nightowl.api.schemas import MessageOut, seen_before
+from nightowl.router.router import Router
 from nightowl.safety.audit import audit_log
 from nightowl.safety.pending import conversation_of, open_requests
-from nightowl.safety.vault import delete_secret, secret_names_of, set_secret
-from nightowl.store.questions import answer_question
+from nightowl.safety.vault import set_allowed_hosts, set_secret
+from nightowl.store.secrets import drop_secret, secrets_of
 from nightowl.store.users import UserInfo
 
 routes = APIRouter(prefix="/v1", tags=["safety"])
 
 
-class Decision(BaseModel):
+class Decision(RequestBody):
     """Body of `POST /v1/approvals/{id}`."""
 
-    client_id: str = Field(min_length=1, max_length=200, pattern=CLIENT_ID_PATTERN)
+    client_id: Id
     decision: Literal["approve", "deny"]
 
 
-class DraftAnswer(BaseModel):
+class DraftAnswer(RequestBody):
     """Body of `POST /v1/drafts/{id}`: send (the text as edited, or as drafted) or discard."""
 
-    client_id: str = Field(min_length=1, max_length=200, pattern=CLIENT_ID_PATTERN)
+    client_id: Id
     action: Literal["send", "discard"]
-    text: str | None = Field(default=None, max_length=32_000)
+    text: SafeText | None = Field(default=None, max_length=32_000)
 
 
 class AuditOut(BaseModel):
@@ -52,16 +53,29 @@ class AuditOut(BaseModel):
 
 
 class SecretOut(BaseModel):
-    """A secret's name (values are never returned)."""
+    """A secret's name and allowed hosts (values are never returned)."""
 
     name: str
+    allowed_hosts: list[str]
     updated_at: datetime
 
 
-class SecretValue(BaseModel):
-    """Body of `PUT /v1/secrets/{name}`."""
+Host = Annotated[SafeText, Field(min_length=1, max_length=300)]
 
-    value: str = Field(min_length=1, max_length=20_000)
+
+class SecretValue(RequestBody):
+    """Body of `PUT /v1/secrets/{name}`: the value (at least 4 characters) and, optionally,
+    the hosts it may be sent to without the owner's approval (left out: a replaced secret
+    keeps its hosts)."""
+
+    value: SafeText = Field(min_length=1, max_length=20_000)
+    allowed_hosts: list[Host] | None = Field(default=None, max_length=20)
+
+
+class SecretHosts(RequestBody):
+    """Body of `PUT /v1/secrets/{name}/hosts`."""
+
+    allowed_hosts: list[Host] = Field(max_length=20)
 
 
 def _owner_only(user: UserInfo, what: str) -> None:
@@ -81,21 +95,8 @@ def _answer(
     with database.read() as session:
         conversation_id = conversation_of(session, user.id, message_id)
     _owner_only(user, "approves actions and sends drafts")
-    with database.write() as session:
-        answered = answer_question(
-            session,
-            conversation_id,
-            message_id,
-            answer=answer,
-            client_id=client_id,
-            author_id=user.id,
-        )
-    engine: DurableEngine = request.app.state.engine
-    try:
-        engine.deliver_answer(answered.turn_id, message_id)
-    except Exception:
-        if not answered.duplicate:
-            raise
+    router: Router = request.app.state.router
+    answered = router.answer(conversation_id, message_id, answer, client_id, user.id)
     if answered.duplicate:
         response.status_code = 200
     return MessageOut.of(answered.message)
@@ -108,9 +109,13 @@ def my_approvals(user: CurrentUser, request: Request) -> list[MessageOut]:
         return [MessageOut.of(m, "open") for m in open_requests(session, user.id, "approval")]
 
 
-@routes.post("/approvals/{message_id}", status_code=201)
+@routes.post(
+    "/approvals/{message_id}",
+    status_code=201,
+    responses={**seen_before("decision"), **error_responses(403, 409)},
+)
 def decide(
-    message_id: str, body: Decision, user: CurrentUser, request: Request, response: Response
+    message_id: PathId, body: Decision, user: CurrentUser, request: Request, response: Response
 ) -> MessageOut:
     """Approve or deny a held action (409 once its window closed: it stays blocked)."""
     return _answer(request, user, message_id, {"value": body.decision}, body.client_id, response)
@@ -123,9 +128,13 @@ def my_drafts(user: CurrentUser, request: Request) -> list[MessageOut]:
         return [MessageOut.of(m, "open") for m in open_requests(session, user.id, "draft")]
 
 
-@routes.post("/drafts/{message_id}", status_code=201)
+@routes.post(
+    "/drafts/{message_id}",
+    status_code=201,
+    responses={**seen_before("answer"), **error_responses(403, 409)},
+)
 def answer_draft(
-    message_id: str, body: DraftAnswer, user: CurrentUser, request: Request, response: Response
+    message_id: PathId, body: DraftAnswer, user: CurrentUser, request: Request, response: Response
 ) -> MessageOut:
     """Send a draft (as edited) or discard it; the runtime performs the send exactly once."""
     answer: dict[str, Any] = {"action": body.action}
@@ -138,13 +147,13 @@ def answer_draft(
 def my_audit(
     user: CurrentUser,
     request: Request,
-    conversation_id: str | None = None,
-    before: int | None = None,
-    limit: int = 100,
+    conversation_id: Annotated[Id | None, Query(description="Only this conversation's.")] = None,
+    before: Annotated[
+        int | None, Query(ge=1, le=MAX_INT64, description="Entries with an id below this.")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> list[AuditOut]:
     """The audit log, newest first: reviews, decisions, approvals, denials and sends."""
-    if not 1 <= limit <= 500:
-        raise ApiError(422, "invalid", "limit must be between 1 and 500")
     with database_of(request).read() as session:
         entries = audit_log(
             session, user.id, conversation_id=conversation_id, before=before, limit=limit
@@ -154,24 +163,39 @@ def my_audit(
 
 @routes.get("/secrets")
 def my_secrets(user: CurrentUser, request: Request) -> list[SecretOut]:
-    """The names of the owner's secrets (values are never shown)."""
+    """The owner's secrets: names and allowed hosts (values are never shown)."""
     with database_of(request).read() as session:
-        return [SecretOut(name=n, updated_at=t) for n, t in secret_names_of(session, user.id)]
+        return [SecretOut(**vars(info)) for info in secrets_of(session, user.id)]
 
 
-@routes.put("/secrets/{name}", status_code=204)
-def put_secret(name: str, body: SecretValue, user: CurrentUser, request: Request) -> Response:
+@routes.put("/secrets/{name}", status_code=204, responses=error_responses(403))
+def put_secret(
+    name: SecretName, body: SecretValue, user: CurrentUser, request: Request
+) -> Response:
     """Store or replace a secret; tools use it as `{{secret:NAME}}`."""
     _owner_only(user, "manages secrets")
     with database_of(request).write() as session:
-        set_secret(session, request.app.state.vault_key, user.id, name, body.value)
+        set_secret(
+            session, request.app.state.vault_key, user.id, name, body.value, body.allowed_hosts
+        )
     return Response(status_code=204)
 
 
-@routes.delete("/secrets/{name}", status_code=204)
-def remove_secret(name: str, user: CurrentUser, request: Request) -> Response:
+@routes.put("/secrets/{name}/hosts", responses=error_responses(403, 404))
+def put_secret_hosts(
+    name: SecretName, body: SecretHosts, user: CurrentUser, request: Request
+) -> SecretOut:
+    """Replace the hosts a secret may be sent to without the owner's approval."""
+    _owner_only(user, "manages secrets")
+    with database_of(request).write() as session:
+        info = set_allowed_hosts(session, user.id, name, body.allowed_hosts)
+    return SecretOut(**vars(info))
+
+
+@routes.delete("/secrets/{name}", status_code=204, responses=error_responses(403))
+def remove_secret(name: SecretName, user: CurrentUser, request: Request) -> Response:
     """Delete a secret."""
     _owner_only(user, "manages secrets")
     with database_of(request).write() as session:
-        delete_secret(session, user.id, name)
+        drop_secret(session, user.id, name)
     return Response(status_code=204)

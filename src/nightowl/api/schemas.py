@@ -7,28 +7,28 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from nightowl.api.inputs import MAX_INT64, Id, RequestBody, SafeText
 from nightowl.store.conversations import ConversationInfo, MessageInfo
 
-CLIENT_ID_PATTERN = r"^[A-Za-z0-9._:\-]+$"
+# The most a message may hold whatever the settings say (NIGHTOWL_MAX_MESSAGE_CHARS is the
+# limit in force, answered 413 past it).
+MAX_MESSAGE_CHARS = 1_000_000
 
 
-class NewConversation(BaseModel):
+class NewConversation(RequestBody):
     """Body of `POST /v1/conversations`."""
 
     kind: Literal["direct", "group"] = "direct"
-    title: str = Field(default="", max_length=300)
+    title: SafeText = Field(default="", max_length=300)
 
 
-class NewMessage(BaseModel):
+class NewMessage(RequestBody):
     """Body of `POST /v1/conversations/{id}/messages`. Retries reuse the same `client_id`."""
 
-    client_id: str = Field(
-        min_length=1,
-        max_length=200,
-        pattern=CLIENT_ID_PATTERN,
+    client_id: Id = Field(
         description="The client's own id for this message (letters, digits, . _ : -).",
     )
-    text: str
+    text: SafeText = Field(max_length=MAX_MESSAGE_CHARS)
 
     @field_validator("text")
     @classmethod
@@ -72,10 +72,10 @@ class ConversationOut(BaseModel):
         )
 
 
-class ReadPosition(BaseModel):
+class ReadPosition(RequestBody):
     """Body of `POST /v1/conversations/{id}/read`: the newest seq the owner has seen."""
 
-    seq: int = Field(ge=0)
+    seq: int = Field(ge=0, le=MAX_INT64)
 
 
 class TypingOut(BaseModel):
@@ -87,20 +87,15 @@ class TypingOut(BaseModel):
     )
 
 
-class NewAnswer(BaseModel):
+class NewAnswer(RequestBody):
     """Body of `POST .../messages/{id}/answer`: a button's `value`, or a draft's `action`."""
 
-    client_id: str = Field(
-        min_length=1,
-        max_length=200,
-        pattern=CLIENT_ID_PATTERN,
-        description="The client's own id for this answer; retries reuse it.",
-    )
-    value: str | None = Field(default=None, max_length=200, description="The button's value.")
+    client_id: Id = Field(description="The client's own id for this answer; retries reuse it.")
+    value: SafeText | None = Field(default=None, max_length=200, description="The button's value.")
     action: Literal["send", "discard"] | None = Field(
         default=None, description="For a draft: send it (with `text`, edited) or discard it."
     )
-    text: str | None = Field(default=None, max_length=32_000)
+    text: SafeText | None = Field(default=None, max_length=32_000)
 
     def payload(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump().items() if k != "client_id" and v is not None}
@@ -115,6 +110,16 @@ class FileOut(BaseModel):
     url: str
 
 
+class ActionOut(BaseModel):
+    """The whole action an approval is about (safety/wording.py: `action_detail`)."""
+
+    tool: str
+    effect: str
+    arguments: str  # JSON, indented, with hidden characters escaped
+    chars: int  # the arguments' length as the approval's text counts it
+    cut: bool  # the approval's text shows only the start of them
+
+
 class ControlsOut(BaseModel):
     """What a question offers and whether it still takes an answer."""
 
@@ -122,6 +127,7 @@ class ControlsOut(BaseModel):
     ask: str = "question"
     buttons: list[dict[str, str]] = Field(default_factory=list)
     draft: str | None = None
+    action: ActionOut | None = None
 
 
 class MessageOut(BaseModel):
@@ -162,6 +168,7 @@ class MessageOut(BaseModel):
                 ask=str(asked.get("ask", "question")),
                 buttons=list(asked.get("buttons") or []),
                 draft=asked.get("draft"),
+                action=ActionOut(**asked["action"]) if asked.get("action") else None,
             )
         return cls(
             id=info.id,
@@ -186,3 +193,13 @@ class MessagePage(BaseModel):
 
     messages: list[MessageOut]
     last_seq: int
+
+
+def seen_before(what: str) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI for the 200 a retried request (same `client_id`) gets: the original `what`."""
+    return {
+        200: {
+            "model": MessageOut,
+            "description": f"The original {what}: its client_id was seen before.",
+        }
+    }

@@ -11,11 +11,12 @@ from fastapi.responses import FileResponse
 from nightowl.store.errors import NotFound
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
-_ASSET = re.compile(r"^[a-z0-9-]+\.(js|css|svg|webmanifest)$")
+_ASSET = re.compile(r"^[a-z0-9-]+\.(js|css|svg|png|webmanifest)$")
 _TYPES = {
     "js": "text/javascript",
     "css": "text/css",
     "svg": "image/svg+xml",
+    "png": "image/png",
     "webmanifest": "application/manifest+json",
 }
 # No inline script or style, nothing from other origins: injected markup could not run even
@@ -23,8 +24,8 @@ _TYPES = {
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
-        "connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; "
-        "frame-ancestors 'none'"
+        "connect-src 'self'; manifest-src 'self'; worker-src 'self'; base-uri 'none'; "
+        "form-action 'none'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
@@ -44,6 +45,30 @@ def index() -> FileResponse:
 def memory_page() -> FileResponse:
     """The memory page: see, search and correct what nightowl remembers."""
     return FileResponse(WEB_DIR / "memory.html", media_type="text/html", headers=SECURITY_HEADERS)
+
+
+@routes.get("/sw.js")
+def service_worker() -> FileResponse:
+    """The service worker, served from the root so it controls the whole app (scope /)."""
+    return FileResponse(WEB_DIR / "sw.js", media_type="text/javascript", headers=SECURITY_HEADERS)
+
+
+@routes.get("/manifest.webmanifest")
+def manifest() -> FileResponse:
+    """The web app manifest: what makes the app installable (name, icons, start page)."""
+    return FileResponse(
+        WEB_DIR / "manifest.webmanifest",
+        media_type="application/manifest+json",
+        headers=SECURITY_HEADERS,
+    )
+
+
+@routes.get("/connectors")
+def connectors_page() -> FileResponse:
+    """The connectors page: list, add, test, authorise and remove MCP connectors."""
+    return FileResponse(
+        WEB_DIR / "connectors.html", media_type="text/html", headers=SECURITY_HEADERS
+    )
 
 
 @routes.get("/app/{name}")

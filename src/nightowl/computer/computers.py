@@ -21,6 +21,7 @@ from nightowl.computer.backends import choose_backend
 from nightowl.computer.cgroups import Limits, detect
 from nightowl.computer.sandbox import Backend, Network, Sandbox, SandboxError, SandboxSpec
 from nightowl.computer.snapshots import HomeTooLarge, archive, restore
+from nightowl.safety.redaction import Redactor
 from nightowl.store.computers import computer_of, record_awake, record_sleep
 from nightowl.store.database import Database
 
@@ -71,6 +72,8 @@ class Computers:
         # Names this server's cgroups apart from another server's on the same host.
         # Called with the user id before a sandbox sleeps deeply (a browser flushes its profile).
         self.before_sleep: list[Callable[[str], Awaitable[None]]] = []
+        # The user's secrets, kept out of the home's snapshot (set by the composition root).
+        self.redactor_for: Callable[[str], Redactor] | None = None
         self._instance = hashlib.sha256(str(settings.homes_dir.resolve()).encode()).hexdigest()[:8]
 
     @property
@@ -188,7 +191,8 @@ class Computers:
         if not home.exists():
             return True
         try:
-            reference, size = archive(home, self.settings.snapshot_dir)
+            redactor = self.redactor_for(computer.user_id) if self.redactor_for else None
+            reference, size = archive(home, self.settings.snapshot_dir, redactor=redactor)
         except HomeTooLarge as error:
             log.warning("home stays on disk", extra={"user": computer.user_id, "why": str(error)})
             return False

@@ -22,7 +22,10 @@ bubblewrap loses only the greedy process.
 
 Networking: `none` is `--network=none` (loopback only). `egress` is gVisor's own netstack
 (`--network=sandbox`) in a network namespace root makes and slirp4netns (`network.py`)
-connects out, with the host's loopback out of reach. runsc 20221219 refuses it as "the root
+connects out, with the host's loopback out of reach. gVisor's netstack writes whole frames
+through a packet socket on that namespace's device, past the `inet` hooks bubblewrap's rules
+sit on, so the same refusals go on the device itself (`network.guard_device`, a netdev egress
+chain) before runsc starts. runsc 20221219 refuses it as "the root
 network namespace" because /proc/sys/net/core/rmem_default exists there, which newer kernels
 show in every namespace; runsc is therefore started inside that namespace with the directory
 hidden by an empty tmpfs in a private mount namespace.
@@ -47,7 +50,7 @@ from pathlib import Path
 from nightowl.computer.bubblewrap import SYSTEM_PYTHON
 from nightowl.computer.cgroups import Cgroup, Limits
 from nightowl.computer.gvisor_bundle import write_bundle
-from nightowl.computer.network import start_egress
+from nightowl.computer.network import guard_device, start_egress
 from nightowl.computer.sandbox import (
     Sandbox,
     SandboxError,
@@ -192,6 +195,7 @@ class GvisorBackend:
                 holder = _netns_holder()
                 helpers.append(holder)
                 helpers.append(start_egress(holder.pid))
+                guard_device(holder.pid)  # before runsc starts: nothing leaves unchecked
                 netns = f"/proc/{holder.pid}/ns/net"
             write_bundle(bundle, spec, netns)
         except BaseException:

@@ -6,6 +6,8 @@ through the host's sockets; `--disable-host-loopback` keeps the host's 127.0.0.1
 (PostgreSQL, Redis, the server itself) out of reach, and nftables rules root sets in the
 namespace before the sandbox starts (it has no capability to change them) refuse the host's
 own addresses, private and link-local networks (the LAN, cloud metadata at 169.254.169.254).
+gVisor's netstack writes whole frames through a packet socket, past the `inet` hooks, so for
+it the same ranges are refused on the device itself (`device_firewall_rules`).
 """
 
 from __future__ import annotations
@@ -77,6 +79,44 @@ def firewall_rules() -> bytes:
   }}
 }}
 """.encode()
+
+
+def device_firewall_rules(device: str = "tap0") -> bytes:
+    """nftables rules on the way out of the namespace's device itself (netdev egress).
+
+    They see every frame sent on `device`, also those a user-space network stack writes
+    through a packet socket (gVisor's netstack), which the `inet` output hook never sees.
+    Only ARP and IPv4 pass, and not to the ranges `firewall_rules` refuses; the netdev family
+    cannot reject on egress, so a refused connection is dropped (it times out)."""
+    blocked = ", ".join((*BLOCKED_V4, *host_addresses()))
+    return f"""table netdev nightowl {{
+  chain egress {{
+    type filter hook egress device "{device}" priority 0; policy accept;
+    meta protocol arp accept
+    meta protocol != ip drop
+    ip daddr {SLIRP_DNS} udp dport 53 accept
+    ip daddr {SLIRP_DNS} tcp dport 53 accept
+    ip daddr {{ {blocked} }} drop
+  }}
+}}
+""".encode()
+
+
+def guard_device(namespace_pid: int, device: str = "tap0") -> None:
+    """Put `device_firewall_rules` on `device` in the network namespace of `namespace_pid`."""
+    try:
+        subprocess.run(
+            ["nsenter", f"--net=/proc/{namespace_pid}/ns/net", "--", "nft", "-f", "-"],
+            input=device_firewall_rules(device),
+            capture_output=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        detail = getattr(error, "stderr", b"") or b""
+        raise SandboxError(
+            f"the sandbox's firewall could not be set: {error} {detail.decode(errors='replace')}"
+        ) from error
 
 
 def start_egress(sandbox_pid: int) -> subprocess.Popen[bytes]:

@@ -1,17 +1,19 @@
 """Deep sleep: a sandbox's home as a snapshot (tar + zstd) in the blob store, and back.
 
-Writing is atomic (a partial file renamed into place under its SHA-256). Restoring checks
-every member before anything is written, refuses the whole archive on the first bad one, and
-extracts into a new folder that replaces the home only once complete.
+Writing is atomic (a partial file renamed into place under its SHA-256). Restoring unpacks
+into a new, empty folder as the sandbox's own uid (`unpack.py`, in a child process), checking
+each member before it is written and never following a link; the first bad member refuses the
+whole archive, and the folder replaces the home only once complete.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
-import posixpath
 import shutil
+import subprocess
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -20,12 +22,17 @@ from typing import IO
 
 import zstandard
 
+from nightowl.computer.bubblewrap import SYSTEM_PYTHON
 from nightowl.computer.sandbox import HOME_INSIDE
+from nightowl.computer.snapshot_secrets import add_redacted
+from nightowl.computer.unpack import REFUSED_EXIT, MemberCheck
+from nightowl.computer.unpack import SnapshotRejected as SnapshotRejected
+from nightowl.safety.redaction import Redactor
 
 PREFIX = "blob:"
 SUFFIX = ".tar.zst"
+UNPACK_SOURCE = (Path(__file__).parent / "unpack.py").read_text()
 # Absolute link targets that stay inside the sandbox's own world (a venv links to /usr/bin).
-SPOOL_BYTES = 256 * 1024 * 1024  # decompressed in memory up to this size, on disk beyond
 ALLOWED_LINK_ROOTS = (
     HOME_INSIDE,
     "/usr",
@@ -40,10 +47,6 @@ ALLOWED_LINK_ROOTS = (
     "/var/tmp",
 )
 MAX_HOME_BYTES = 20 * 1024**3  # apparent size: a sparse file must not become a full one
-
-
-class SnapshotRejected(ValueError):
-    """An archive holds a member that could write or point outside the home."""
 
 
 class HomeTooLarge(ValueError):
@@ -68,14 +71,19 @@ class _HashingWriter:
 
 
 def archive(
-    home: Path, blob_dir: Path, level: int = 3, max_bytes: int = MAX_HOME_BYTES
+    home: Path,
+    blob_dir: Path,
+    level: int = 3,
+    max_bytes: int = MAX_HOME_BYTES,
+    redactor: Redactor | None = None,
 ) -> tuple[str, int]:
     """Write `home` as a snapshot; its reference (`blob:<sha256>`) and its size in bytes.
 
     Only what `restore` accepts goes in (the same check, member by member): a FIFO, a socket
     or a link out of the sandbox's world is left out, so a snapshot always restores.
     Raises HomeTooLarge (leaving nothing behind) when the home's files add up to more than
-    `max_bytes` in apparent size (a sparse file counts in full)."""
+    `max_bytes` in apparent size (a sparse file counts in full). With a `redactor` (the
+    owner's secrets), no file goes in holding a secret's value: it goes in redacted."""
     blob_dir.mkdir(parents=True, exist_ok=True)
     partial = blob_dir / f"snapshot.{os.getpid()}.{id(home)}.partial"
     try:
@@ -84,14 +92,14 @@ def archive(
             compressor = zstandard.ZstdCompressor(level=level, threads=-1)
             packed = compressor.stream_writer(hashing, closefd=False)  # type: ignore[arg-type]
             with packed, tarfile.open(fileobj=packed, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-                links: set[str] = set()
+                check = MemberCheck(ALLOWED_LINK_ROOTS)
                 apparent = 0
                 for path in _walk(home):
                     member = tar.gettarinfo(path, arcname=path.relative_to(home).as_posix())
                     try:
                         if member is None:  # a socket: nothing to keep
                             continue
-                        check_member(member, links)
+                        check.check(member)
                     except SnapshotRejected:
                         continue  # restore would refuse it: leave it out, keep the rest
                     if member.isfile():
@@ -102,7 +110,10 @@ def archive(
                                 f"snapshots stop at {max_bytes:,}"
                             )
                         with open(path, "rb") as file:
-                            tar.addfile(member, file)
+                            if redactor:  # safety: the snapshot never holds a secret
+                                add_redacted(tar, member, file, redactor)
+                            else:
+                                tar.addfile(member, file)
                     else:
                         tar.addfile(member)
             raw.flush()
@@ -136,47 +147,6 @@ def snapshot_path(blob_dir: Path, reference: str) -> Path:
     return blob_dir / digest[:2] / f"{digest}{SUFFIX}"
 
 
-def check_member(member: tarfile.TarInfo, links: set[str]) -> None:
-    """Refuse a member that could land or point outside home (`links`: symlinks seen so far)."""
-    name = member.name
-    normal = posixpath.normpath(name)
-    if name.startswith("/") or ".." in name.split("/") or normal == ".":
-        raise SnapshotRejected(f"member {name!r} points outside the home")
-    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
-        raise SnapshotRejected(f"member {name!r} is a device, FIFO or other special file")
-    parts = normal.split("/")
-    for depth in range(1, len(parts)):
-        if "/".join(parts[:depth]) in links:
-            raise SnapshotRejected(f"member {name!r} would be written through a link")
-    if member.islnk():
-        target = posixpath.normpath(member.linkname)
-        if member.linkname.startswith("/") or target == ".." or target.startswith("../"):
-            raise SnapshotRejected(f"hard link {name!r} points outside the home")
-    if member.issym():
-        target = member.linkname
-        if target.startswith("/"):
-            if not any(target == r or target.startswith(r + "/") for r in ALLOWED_LINK_ROOTS):
-                raise SnapshotRejected(f"link {name!r} points outside the home ({target})")
-        else:
-            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(normal), target))
-            if resolved == ".." or resolved.startswith("../"):
-                raise SnapshotRejected(f"link {name!r} points outside the home ({target})")
-        links.add(normal)
-
-
-@contextlib.contextmanager
-def _open_checked(path: Path) -> Iterator[tarfile.TarFile]:
-    """The snapshot as a seekable tar whose every member passed `check_member`."""
-    with open(path, "rb") as raw, tempfile.SpooledTemporaryFile(SPOOL_BYTES) as plain:
-        zstandard.ZstdDecompressor().copy_stream(raw, plain)
-        plain.seek(0)
-        with tarfile.open(fileobj=plain, mode="r:") as tar:
-            links: set[str] = set()
-            for member in tar.getmembers():
-                check_member(member, links)
-            yield tar
-
-
 def restore(blob_dir: Path, reference: str, home: Path, uid: int) -> None:
     """Replace `home` with the snapshot's content, owned by `uid`; refuse a bad archive whole."""
     source = snapshot_path(blob_dir, reference)
@@ -184,14 +154,8 @@ def restore(blob_dir: Path, reference: str, home: Path, uid: int) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(mode=0o700)
     os.chown(staging, uid, uid)
-
-    def owned(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo:
-        member = tarfile.tar_filter(member, destination)
-        return member.replace(uid=uid, gid=uid, uname="", gname="", deep=False)
-
     try:
-        with _open_checked(source) as tar:  # every member checked before anything is written
-            tar.extractall(staging, numeric_owner=True, filter=owned)
+        _unpack_as(uid, source, staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -201,3 +165,43 @@ def restore(blob_dir: Path, reference: str, home: Path, uid: int) -> None:
         os.replace(home, old)
     os.replace(staging, home)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _unpack_as(uid: int, source: Path, folder: Path) -> None:
+    """Unpack the snapshot at `source` into the empty `folder` as `uid` (see unpack.py)."""
+    root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    options = {"root_fd": root, "link_roots": ALLOWED_LINK_ROOTS, "max_bytes": MAX_HOME_BYTES}
+    try:
+        with open(source, "rb") as raw, tempfile.TemporaryFile() as errors:
+            child = subprocess.Popen(
+                [SYSTEM_PYTHON, "-I", "-S", "-c", UNPACK_SOURCE, json.dumps(options)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                pass_fds=(root,),
+                user=uid,
+                group=uid,
+                extra_groups=[],
+                umask=0o077,
+                cwd="/",
+                env={"LANG": "C.UTF-8"},
+            )
+            assert child.stdin is not None
+            try:
+                with child.stdin:
+                    zstandard.ZstdDecompressor().copy_stream(raw, child.stdin)
+            except BrokenPipeError:
+                pass  # the child refused a member and stopped reading: its status says why
+            except BaseException:
+                child.kill()
+                raise
+            finally:
+                status = child.wait()
+            errors.seek(0)
+            said = errors.read().decode(errors="replace").strip()
+    finally:
+        os.close(root)
+    if status == REFUSED_EXIT:
+        raise SnapshotRejected(said.splitlines()[-1] if said else "the archive was refused")
+    if status != 0:
+        raise OSError(f"unpacking the snapshot failed (status {status}): {said[-500:]}")

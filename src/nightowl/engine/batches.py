@@ -3,14 +3,19 @@ and what was cut, take every waiting message as its batch, and remember a routin
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
 from nightowl.harness.interruption import interruption_record
 from nightowl.harness.transcript import Entry
 from nightowl.store.conversations import find_conversation
-from nightowl.store.transcript import load_turn_entries, put_entries, put_entry
+from nightowl.store.transcript import (
+    load_turn_entries,
+    put_entries,
+    put_entry,
+    transcript_keys,
+)
 from nightowl.store.turns import (
     claim_batch,
     cut_off_turns,
@@ -21,7 +26,17 @@ from nightowl.store.turns import (
 )
 
 
-def take_turn_batch(session: Session, turn_id: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Batch:
+    """What a turn took: its conversation, the conversation's owner and the messages' seqs
+    (none: a more urgent turn took them already)."""
+
+    conversation_id: str
+    owner_id: str
+    seqs: list[int]
+
+
+def take_turn_batch(session: Session, turn_id: str) -> Batch:
     """The turn's batch: its conversation, owner and the seqs of the messages it took."""
     turn = get_turn(session, turn_id)
     conversation = find_conversation(session, turn.conversation_id)
@@ -56,8 +71,28 @@ def take_turn_batch(session: Session, turn_id: str) -> dict[str, Any]:
     ]
     put_entries(session, conversation.id, turn_id, taken)
     note_routine(session, turn_id, [message.id for message in batch])
+    return Batch(conversation.id, conversation.owner_id, [m.seq for m in batch])
+
+
+def take_guidance(session: Session, run_id: str) -> int:
+    """A helper run takes the messages that arrived for it since its last step (the main
+    agent's guidance) into its transcript; how many."""
+    turn = get_turn(session, run_id)
+    new = [m for m in claim_batch(session, run_id) if m.seq not in _taken(session, run_id)]
+    entries = [
+        (
+            f"msg:{message.seq}",
+            Entry(kind="user", text=message.body, trust=message.trust).to_dict(),
+        )
+        for message in new
+    ]
+    put_entries(session, turn.conversation_id, run_id, entries)
+    return len(entries)
+
+
+def _taken(session: Session, run_id: str) -> set[int]:
     return {
-        "conversation_id": conversation.id,
-        "owner_id": conversation.owner_id,
-        "seqs": [m.seq for m in batch],
+        int(key.removeprefix("msg:"))
+        for key in transcript_keys(session, run_id)
+        if key.startswith("msg:")
     }

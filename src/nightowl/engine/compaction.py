@@ -17,12 +17,7 @@ from typing import Any
 from dbos import DBOS
 from sqlalchemy.orm import Session
 
-from nightowl.engine.model_calls import (
-    conversation_pin,
-    fail_model_call,
-    record_outcome,
-    report_cache_break,
-)
+from nightowl.engine.model_calls import CallPlace, ModelCalls, conversation_pin
 from nightowl.harness.compaction import (
     compacted_entry,
     latest_user_facing,
@@ -31,12 +26,9 @@ from nightowl.harness.compaction import (
     wakes_within,
 )
 from nightowl.harness.pins import PromptPin
-from nightowl.harness.prompt import SYSTEM_PROMPT
-from nightowl.harness.sections import request_sections
+from nightowl.harness.prompt import instructions_for
 from nightowl.harness.transcript import Entry
-from nightowl.metrics import Metrics
 from nightowl.models.base import Model, ModelReply, ToolSpec
-from nightowl.models.pricing import PriceTable
 from nightowl.store.compactions import (
     is_quiet,
     last_entry_id,
@@ -44,6 +36,7 @@ from nightowl.store.compactions import (
     record_compaction,
 )
 from nightowl.store.database import Database
+from nightowl.store.step_results import record_result, recorded_result
 from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
     load_transcript,
@@ -92,21 +85,27 @@ class _Prepared:
     tokens: int
 
 
+def _step_key(after_turn: str) -> str:
+    return f"compaction:{after_turn}"
+
+
 def build_compaction_workflow(
     database: Database,
     model: Model,
-    metrics: Metrics,
+    calls: ModelCalls,
     summaries: list[tuple[str, str]],
     specs: dict[str, ToolSpec],
     groups: list[tuple[str, str]],
     settings: CompactionSettings,
-    prices: PriceTable,
-    cache_lifetime_s: float,
 ) -> CompactionWorkflow:
     """Register the compaction workflow and its step with DBOS and return the workflow."""
+    metrics = calls.metrics
 
     def prepare(conversation_id: str, after_turn: str) -> _Prepared | str:
         with database.write() as session:
+            earlier = recorded_result(session, _step_key(after_turn))
+            if earlier is not None:  # committed before a crash: do not summarise twice
+                return str(earlier.value)
             if not is_quiet(session, conversation_id, after_turn):
                 return "woke"
             if _wake_due(session, conversation_id, settings.idle_s):
@@ -120,52 +119,54 @@ def build_compaction_workflow(
             )
             return _Prepared(pin, history, through, record, prompt_tokens_of(*size) if size else 0)
 
-    def save(
-        conversation_id: str, after_turn: str, ready: _Prepared, reply: ModelReply, sections: Any
+    def replace_history(
+        session: Session,
+        conversation_id: str,
+        after_turn: str,
+        ready: _Prepared,
+        reply: ModelReply,
     ) -> str:
-        with database.write() as session:
-            broke = record_outcome(
-                session,
-                conversation_id=conversation_id,
-                record=ready.record,
-                model_name=model.name,
-                reply=reply,
-                sections=sections,
-                prices=prices,
-                cache_lifetime_s=cache_lifetime_s,
-            )
-            report_cache_break(metrics, broke)
-            if not reply.text.strip():
-                return "empty summary"
-            # Something arrived while the summary was written: keep the history as it is.
-            quiet = is_quiet(session, conversation_id, after_turn)
-            if not quiet or last_entry_id(session, conversation_id) != ready.through:
-                return "woke"
-            kept = latest_user_facing(ready.history, settings.keep_messages)
-            entry = compacted_entry(reply.text, kept, ready.history)
-            record_compaction(
-                session,
-                conversation_id,
-                through_entry_id=ready.through,
-                entry=entry.to_dict(),
-                model_call_id=ready.record,
-                tokens_before=ready.tokens,
-            )
-            return "compacted"
+        if not reply.text.strip():
+            return "empty summary"
+        # Something arrived while the summary was written: keep the history as it is.
+        quiet = is_quiet(session, conversation_id, after_turn)
+        if not quiet or last_entry_id(session, conversation_id) != ready.through:
+            return "woke"
+        kept = latest_user_facing(ready.history, settings.keep_messages)
+        entry = compacted_entry(reply.text, kept, ready.history)
+        record_compaction(
+            session,
+            conversation_id,
+            through_entry_id=ready.through,
+            entry=entry.to_dict(),
+            model_call_id=ready.record,
+            tokens_before=ready.tokens,
+        )
+        return "compacted"
+
+    def save(
+        session: Session, conversation_id: str, after_turn: str, ready: _Prepared, reply: ModelReply
+    ) -> str:
+        """In the transaction that records the call: replace the history, keep the result."""
+        outcome = replace_history(session, conversation_id, after_turn, ready, reply)
+        record_result(session, _step_key(after_turn), outcome)
+        return outcome
 
     @DBOS.step(name="nightowl.compact")
     async def compact(conversation_id: str, after_turn: str) -> str:
         ready = await asyncio.to_thread(prepare, conversation_id, after_turn)
         if isinstance(ready, str):
             return ready
-        request = summary_request(ready.pin, SYSTEM_PROMPT, summaries, specs, ready.history)
-        try:
-            reply = await model.complete(request)
-        except Exception as error:
-            await asyncio.to_thread(fail_model_call, database, ready.record, repr(error))
-            raise
-        sections = [list(s) for s in request_sections(request)]
-        return await asyncio.to_thread(save, conversation_id, after_turn, ready, reply, sections)
+        instructions = instructions_for(model)  # as the turns of this model pin them
+        request = summary_request(ready.pin, instructions, summaries, specs, ready.history)
+        place = CallPlace(conversation_id, f"compaction:{after_turn}", 0, ready.record)
+        _, outcome = await calls.call(
+            model,
+            request,
+            place,
+            then=lambda session, reply: save(session, conversation_id, after_turn, ready, reply),
+        )
+        return str(outcome)
 
     @DBOS.workflow(name="nightowl.compaction")
     async def compaction(conversation_id: str, after_turn: str) -> str:

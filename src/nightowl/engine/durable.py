@@ -175,6 +175,10 @@ class DurableEngine:
             # Start it now rather than at the next poll (the owner is waiting).
             self._nudge.nudge()
 
+    def nudge(self) -> None:
+        """Have DBOS's queues poll now (something urgent was enqueued on another queue)."""
+        self._nudge.nudge()
+
     @property
     def dispatches_at_once(self) -> bool:
         """True when an urgent turn is dispatched on enqueue, not at the next queue poll."""

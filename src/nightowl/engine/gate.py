@@ -10,15 +10,18 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, ParamSpec, TypeVar
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar, cast
 
 from dbos import DBOS
 from sqlalchemy.orm import Session
 
 from nightowl.config import Settings
-from nightowl.harness.transcript import Entry, ToolCall, outside_texts
+from nightowl.engine.model_calls import CallPlace, ModelCalls
+from nightowl.engine.outside import files_written, replaces_file, whole_outside_texts
+from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.logs import redact_in_logs
-from nightowl.models.base import Model, Usage
+from nightowl.models.base import Model
 from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
 from nightowl.safety import audit
@@ -26,25 +29,27 @@ from nightowl.safety.policy import (
     gated,
     hold_for,
     needs_review,
+    secret_names,
     traced_arguments,
 )
 from nightowl.safety.review import Verdict, review, rule_verdict
 from nightowl.safety.send_tools import final_payload
 from nightowl.safety.sends import SendProvider, perform_send
-from nightowl.safety.vault import SecretScope, encodings, load_key, open_secrets
-from nightowl.safety.wording import approval_text, blocked_text
+from nightowl.safety.vault import SecretScope, bindings_of, load_key, open_secrets
+from nightowl.safety.wording import action_detail, approval_text, blocked_text, rerun_text
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import take_answer, wait_for_answer
+from nightowl.store.step_results import Recorded, record_result, recorded_result
 from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
-    finish_model_call,
     load_transcript,
+    load_turn_entries,
     put_entry,
-    start_model_call,
 )
 from nightowl.store.turns import set_activity
-from nightowl.tools.registry import ToolRegistry
+from nightowl.tools.providers import Toolbox
+from nightowl.tools.registry import Tool
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -61,14 +66,31 @@ class SafetyDeps:
     send_provider: SendProvider | None = None
     approval_timeout_s: float = 15.0
     prices: PriceTable = field(default_factory=PriceTable)
+    blob_dir: Path | None = None  # large outputs: the checks read them whole
+    homes_dir: Path | None = None  # the owners' files: is a file replaced?
+    # The computer can reach the network: a secret in its shell or desktop may leave.
+    egress: bool = True
 
 
 def build_gate(
-    settings: Settings, database: Database, tools: ToolRegistry, model: Model | None
+    settings: Settings,
+    database: Database,
+    tools: Toolbox,
+    model: Model | None,
+    calls: ModelCalls,
 ) -> SafetyGate:
     """The gate as configured: its reviewer (the agent's model unless another is set), the
     vault key, the send provider and the approval window."""
-    reviewer = build_model(settings.review_model) if settings.review_model else model
+    reviewer = (
+        build_model(
+            settings.review_model,
+            local_idle_s=settings.local_model_idle_s,
+            local_command=settings.local_model_command,
+            local_threads=settings.local_model_threads,
+        )
+        if settings.review_model
+        else model
+    )
     provider = SendProvider(settings.send_provider_url) if settings.send_provider_url else None
     deps = SafetyDeps(
         reviewer=reviewer,
@@ -76,8 +98,11 @@ def build_gate(
         send_provider=provider,
         approval_timeout_s=settings.approval_timeout_s,
         prices=PriceTable(settings.prices),
+        blob_dir=settings.blob_dir,
+        homes_dir=settings.homes_dir,
+        egress=settings.sandbox_network == "egress",
     )
-    return SafetyGate(database, tools, deps)
+    return SafetyGate(database, tools, deps, calls)
 
 
 def _function(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
@@ -91,12 +116,24 @@ def _function(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
 class SafetyGate:
     """The steps of the gate, registered with DBOS once per process."""
 
-    def __init__(self, database: Database, tools: ToolRegistry, deps: SafetyDeps) -> None:
+    def __init__(
+        self, database: Database, tools: Toolbox, deps: SafetyDeps, calls: ModelCalls
+    ) -> None:
         self.database, self.tools, self.deps = database, tools, deps
+        self.calls = calls  # the model-call sequence the reviewer's calls go through
         # DBOS registers plain functions (not bound methods) as steps.
         self._review = DBOS.step(name="nightowl.review_action")(_function(self._review_action))
         self._decide = DBOS.step(name="nightowl.decide_action")(_function(self._decide_action))
         self._send = DBOS.step(name="nightowl.perform_send")(_function(self._perform_send))
+        self._ask_again = DBOS.step(name="nightowl.ask_rerun")(_function(self._ask_rerun))
+
+    def tool_of(self, conversation_id: str, name: str) -> Tool | None:
+        """The tool a call of this conversation names: built-in, or a connector's."""
+        found = self.tools.get(name)
+        if found is not None:
+            return found
+        with self.database.read() as session:
+            return self.tools.lookup(session, conversation_id, name)
 
     def secrets(self, owner_id: str) -> SecretScope:
         """The owner's secrets (none without a vault key); called inside a tool's step."""
@@ -104,16 +141,20 @@ class SafetyGate:
             return SecretScope()
         with self.database.read() as session:
             values = open_secrets(session, self.deps.vault_key, owner_id)
-        redact_in_logs({form: name for name, v in values.items() for form in encodings(v)})
-        return SecretScope(values)
+        scope = SecretScope(values)
+        if scope.redactor:
+            redact_in_logs(owner_id, scope.redactor.redact)
+        return scope
 
     async def clear(
         self, turn_id: str, conversation_id: str, owner_id: str, slot: str, call: dict[str, Any]
     ) -> bool:
         """True when the call may run; otherwise its (blocked) result is already recorded."""
         tool = self.tools.get(str(call["name"]))
-        if tool is None or not gated(tool.name, tool.effect, call.get("arguments") or {}):
-            return True  # a read: no step, no review (an unknown tool is run_tool's to explain)
+        if tool is not None and not gated(tool.name, tool.effect, call.get("arguments") or {}):
+            return True  # a read: no step, no review
+        # Not a built-in tool: a connector's (looked up in the step, where its effect as the
+        # owner set it now is recorded), or an unknown one (run_tool's to explain).
         held = await self._review(turn_id, conversation_id, owner_id, slot, call)
         if held is None:
             return True
@@ -121,6 +162,19 @@ class SafetyGate:
             topic=f"answer:{held['question']}", timeout_seconds=self.deps.approval_timeout_s
         )
         return bool(await self._decide(turn_id, conversation_id, owner_id, slot, call, held))
+
+    async def confirm_rerun(
+        self, turn_id: str, conversation_id: str, owner_id: str, slot: str, call: dict[str, Any]
+    ) -> bool:
+        """A call with an effect was cut off by a crash and may have happened: True when the
+        owner approves running it again (no answer within the window: it is not run again,
+        and its result keeps saying it may have happened)."""
+        again = f"{slot}:again"
+        held = await self._ask_again(turn_id, conversation_id, owner_id, again, call)
+        await DBOS.recv_async(
+            topic=f"answer:{held['question']}", timeout_seconds=self.deps.approval_timeout_s
+        )
+        return bool(await self._decide(turn_id, conversation_id, owner_id, again, call, held))
 
     async def finish_send(
         self,
@@ -144,29 +198,64 @@ class SafetyGate:
         call_data: dict[str, Any],
     ) -> dict[str, Any] | None:
         call = ToolCall.from_dict(call_data)
-        tool = self.tools.get(call.name)
-        if tool is None:
-            return None  # run_tool explains the unknown tool to the agent
+        tool = await asyncio.to_thread(self.tool_of, conversation_id, call.name)
+        if tool is None or not gated(tool.name, tool.effect, call.arguments):
+            return None  # a read; or an unknown tool, which run_tool explains to the agent
+        if secret_names(call.arguments) and not tool.uses_secrets:
+            # The tool-call step refuses the reference (nothing runs): recorded, not reviewed.
+            refused = (turn_id, conversation_id, owner_id, slot, tool)
+            await asyncio.to_thread(self._record_refusal, *refused)
+            return None
+        step_key = f"{turn_id}:{slot}:review"
 
-        def load() -> list[Entry]:
+        def load() -> Recorded | tuple[list[Entry], list[str], bool, dict[str, list[str]]]:
             with self.database.read() as session:
-                return [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
+                earlier = recorded_result(session, step_key)
+                if earlier is not None:  # committed before a crash: no second review
+                    return earlier
+                history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
+                made = files_written(
+                    [Entry.from_dict(p) for p in load_turn_entries(session, turn_id)]
+                )
+                bindings = bindings_of(session, owner_id)
+            home = self.deps.homes_dir / owner_id if self.deps.homes_dir else None
+            outside = whole_outside_texts(history, self.deps.blob_dir, home)
+            return history, outside, replaces_file(call, home, made), bindings
 
-        history = await asyncio.to_thread(load)
-        hold = hold_for(tool.name, tool.effect, call.arguments, history)
+        loaded = await asyncio.to_thread(load)
+        if isinstance(loaded, Recorded):
+            return cast(dict[str, Any] | None, loaded.value)
+        history, outside, overwrites, bindings = loaded
+        hold = hold_for(
+            tool.name,
+            tool.effect,
+            call.arguments,
+            history,
+            outside=outside,
+            overwrites=overwrites,
+            takes_secrets=tool.uses_secrets,
+            bindings=bindings,
+            egress=self.deps.egress,
+        )
         # A workaround of a failed connector is blocked by rule, whatever the tool's effect.
         ruled = rule_verdict(tool.name, call.arguments, history)
         reviewed = needs_review(tool.name, tool.effect) or ruled is not None
         if not reviewed and not hold.reason:
             return None
-        found = traced_arguments(call.arguments, outside_texts(history))
+        found = traced_arguments(call.arguments, outside)
         traces = [t.describe() for t in found]
         verdict = ruled or Verdict(True, "not reviewed")
         if ruled is None and reviewed and self.deps.reviewer is None:
             verdict = Verdict(False, "no reviewer model is configured")
         elif ruled is None and reviewed and self.deps.reviewer is not None:
+            place = CallPlace(conversation_id, turn_id, REVIEW_STEP)
             verdict = await review(
-                self.deps.reviewer, tool.name, tool.effect, call.arguments, history, found
+                self.calls.caller(self.deps.reviewer, place),
+                tool.name,
+                tool.effect,
+                call.arguments,
+                history,
+                found,
             )
         reasons = [r for r in (hold.reason, "" if verdict.allow else verdict.reason) if r]
         common = {
@@ -178,39 +267,93 @@ class SafetyGate:
         }
         window = self.deps.approval_timeout_s
 
-        def record() -> str | None:
+        def record() -> dict[str, Any] | None:
             with self.database.write() as session:
-                if verdict.usage is not None and self.deps.reviewer is not None:
-                    self._record_call(session, conversation_id, turn_id, verdict.usage)
-                if reviewed:
-                    audit.record(
-                        session,
-                        f"{turn_id}:{slot}:reviewed",
-                        kind="reviewed",
-                        decision="allow" if verdict.allow else "block",
-                        reason=verdict.reason,
-                        detail={"arguments": call.arguments, "traces": traces},
-                        **common,
-                    )
-                if not reasons:
-                    return None
+                held = hold_question(session)
+                record_result(session, step_key, held)
+                return held
+
+        def hold_question(session: Session) -> dict[str, Any] | None:
+            if reviewed:
+                audit.record(
+                    session,
+                    f"{turn_id}:{slot}:reviewed",
+                    kind="reviewed",
+                    decision="allow" if verdict.allow else "block",
+                    reason=verdict.reason,
+                    detail={"arguments": call.arguments, "traces": traces},
+                    **common,
+                )
+            if not reasons:
+                return None
+            deadline = utcnow() + timedelta(seconds=window)
+            message = deliver_to_user(
+                session,
+                conversation_id,
+                key=f"approval:{turn_id}:{slot}",
+                body=approval_text(tool.name, tool.effect, call.arguments, reasons, traces, window),
+                turn_id=turn_id,
+                meta={
+                    "controls": {
+                        "buttons": [
+                            {"label": "Approve", "value": APPROVE},
+                            {"label": "Deny", "value": DENY},
+                        ],
+                        "ask": "approval",
+                        "deadline": deadline.isoformat(),
+                        # The whole action, for the app's "Show all".
+                        "action": action_detail(tool.name, tool.effect, call.arguments),
+                    },
+                    "important": True,
+                },
+            )
+            wait_for_answer(session, turn_id, message.id, "waiting for your approval")
+            audit.record(
+                session,
+                f"{turn_id}:{slot}:approval_requested",
+                kind="approval_requested",
+                decision="hold",
+                reason="; ".join(reasons),
+                detail={"arguments": call.arguments, "traces": traces, "question": message.id},
+                **common,
+            )
+            return {"question": message.id, "reason": "; ".join(reasons)}
+
+        return await asyncio.to_thread(record)
+
+    async def _ask_rerun(
+        self,
+        turn_id: str,
+        conversation_id: str,
+        owner_id: str,
+        slot: str,
+        call_data: dict[str, Any],
+    ) -> dict[str, Any]:
+        call = ToolCall.from_dict(call_data)
+        tool = await asyncio.to_thread(self.tool_of, conversation_id, call.name)
+        effect = tool.effect if tool else "write"
+        reason = "a server restart cut it off while it ran, so it may already have happened"
+        window = self.deps.approval_timeout_s
+
+        def ask() -> str:
+            with self.database.write() as session:
                 deadline = utcnow() + timedelta(seconds=window)
                 message = deliver_to_user(
                     session,
                     conversation_id,
                     key=f"approval:{turn_id}:{slot}",
-                    body=approval_text(
-                        tool.name, tool.effect, call.arguments, reasons, traces, window
-                    ),
+                    body=rerun_text(call.name, effect, call.arguments, reason, window),
                     turn_id=turn_id,
                     meta={
                         "controls": {
                             "buttons": [
-                                {"label": "Approve", "value": APPROVE},
-                                {"label": "Deny", "value": DENY},
+                                {"label": "Run it again", "value": APPROVE},
+                                {"label": "Don't", "value": DENY},
                             ],
                             "ask": "approval",
                             "deadline": deadline.isoformat(),
+                            # The whole action, for the app's "Show all".
+                            "action": action_detail(call.name, effect, call.arguments),
                         },
                         "important": True,
                     },
@@ -219,29 +362,38 @@ class SafetyGate:
                 audit.record(
                     session,
                     f"{turn_id}:{slot}:approval_requested",
+                    owner_id=owner_id,
+                    conversation_id=conversation_id,
+                    turn_id=turn_id,
                     kind="approval_requested",
+                    tool=call.name,
+                    effect=effect,
                     decision="hold",
-                    reason="; ".join(reasons),
-                    detail={"arguments": call.arguments, "traces": traces, "question": message.id},
-                    **common,
+                    reason=reason,
+                    detail={"arguments": call.arguments, "question": message.id},
                 )
                 return message.id
 
-        question = await asyncio.to_thread(record)
-        if question is None:
-            return None
-        return {"question": question, "reason": "; ".join(reasons)}
+        question = await asyncio.to_thread(ask)
+        # Not approved: the result already says it may have happened; keep it.
+        return {"question": question, "reason": reason, "keep_result": True}
 
-    def _record_call(
-        self, session: Session, conversation_id: str, turn_id: str, usage: Usage
+    def _record_refusal(
+        self, turn_id: str, conversation_id: str, owner_id: str, slot: str, tool: Tool
     ) -> None:
-        """The review's model call counts toward usage and budgets (step -1: a review, which
-        carries no prompt sections, so the cache-break check skips it)."""
-        assert self.deps.reviewer is not None
-        name = self.deps.reviewer.name
-        record = start_model_call(session, conversation_id, turn_id, REVIEW_STEP, name)
-        cost = self.deps.prices.cost(name, usage)
-        finish_model_call(session, record, usage.to_dict(), cost_usd=cost)
+        with self.database.write() as session:
+            audit.record(
+                session,
+                f"{turn_id}:{slot}:refused",
+                owner_id=owner_id,
+                conversation_id=conversation_id,
+                turn_id=turn_id,
+                kind="refused",
+                tool=tool.name,
+                effect=tool.effect,
+                decision="block",
+                reason=f"{tool.name} does not take secrets: a reference was refused",
+            )
 
     async def _decide_action(
         self,
@@ -253,7 +405,7 @@ class SafetyGate:
         held: dict[str, Any],
     ) -> bool:
         call = ToolCall.from_dict(call_data)
-        tool = self.tools.get(call.name)
+        tool = await asyncio.to_thread(self.tool_of, conversation_id, call.name)
         effect = tool.effect if tool else "read"
 
         def decide() -> bool:
@@ -276,6 +428,8 @@ class SafetyGate:
                 set_activity(session, turn_id, "thinking")
                 if kind == "approved":
                     return True
+                if held.get("keep_result"):
+                    return False
                 outcome = (
                     "the owner denied it"
                     if kind == "denied"
@@ -309,7 +463,7 @@ class SafetyGate:
         send: dict[str, Any],
     ) -> None:
         call = ToolCall.from_dict(call_data)
-        tool = self.tools.get(call.name)
+        tool = await asyncio.to_thread(self.tool_of, conversation_id, call.name)
         effect = tool.effect if tool else "send"
         common = {
             "owner_id": owner_id,

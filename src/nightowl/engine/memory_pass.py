@@ -10,10 +10,9 @@ from typing import Any
 
 from dbos import DBOS, SetWorkflowID
 
-from nightowl.memory.memory_pass import run_memory_pass
-from nightowl.metrics import Metrics
+from nightowl.engine.model_calls import CallPlace, ModelCalls
+from nightowl.memory.memory_pass import MEMORY_STEP, run_memory_pass
 from nightowl.models.base import Model, is_transient
-from nightowl.models.pricing import PriceTable
 from nightowl.store.database import Database
 
 log = logging.getLogger(__name__)
@@ -26,9 +25,7 @@ def is_local(model: Model) -> bool:
     return model.name.startswith("local")
 
 
-def build_memory_pass(
-    database: Database, model: Model, metrics: Metrics, prices: PriceTable
-) -> StartMemoryPass:
+def build_memory_pass(database: Database, model: Model, calls: ModelCalls) -> StartMemoryPass:
     """Register the memory-pass workflow and its step (it writes once per turn, however often
     it runs); returns what a turn calls to start it."""
 
@@ -43,9 +40,11 @@ def build_memory_pass(
     async def memory_pass(
         turn_id: str, conversation_id: str, owner_id: str, use_model: bool
     ) -> dict[str, Any]:
-        metrics.steps.labels(kind="memory_pass").inc()
+        calls.metrics.steps.labels(kind="memory_pass").inc()
+        place = CallPlace(conversation_id, turn_id, MEMORY_STEP)
+        complete = calls.caller(model, place)
         return await run_memory_pass(
-            database, model, turn_id, conversation_id, owner_id, use_model, prices
+            database, model.name, complete, turn_id, conversation_id, owner_id, use_model
         )
 
     @DBOS.workflow(name="nightowl.remember")
@@ -55,7 +54,7 @@ def build_memory_pass(
         try:
             return await memory_pass(turn_id, conversation_id, owner_id, use_model)
         except Exception as error:  # memory is best effort: the turn itself is done
-            metrics.errors.labels(where="memory_pass").inc()
+            calls.metrics.errors.labels(where="memory_pass").inc()
             log.warning("memory pass failed", extra={"error": repr(error)[:300]})
             return {"failed": True}
 

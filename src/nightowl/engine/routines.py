@@ -14,7 +14,13 @@ from nightowl.router.priority import Priority
 from nightowl.router.router import IncomingMessage, Router
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound
-from nightowl.store.routines import RoutineInfo, get_routine, list_routines, record_fired
+from nightowl.store.routines import (
+    RoutineInfo,
+    get_routine,
+    list_routines,
+    record_fired,
+    routine_trust,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,7 @@ class RoutineSchedules:
         try:
             with self._database.read() as session:
                 routine = get_routine(session, routine_id)
+                trust = routine_trust(session, routine)
         except NotFound:
             return False
         if routine.status != "active":  # paused or never approved: never fires
@@ -55,7 +62,9 @@ class RoutineSchedules:
                 idempotency_key=f"{routine.id}:{scheduled_for}",
                 conversation_id=routine.conversation_id,
                 text=f"Routine '{routine.name}' ({scheduled_for}): {routine.prompt}",
-                trust="owner",
+                # The least trusted of the routine's own trust (one proposed in a turn that
+                # read outside text fires as outside text) and its owner's role.
+                trust=trust,
                 priority=Priority.ROUTINE,
                 role="notice",
             )

@@ -1,83 +1,142 @@
 """What the tool-call step does: record the run, substitute secrets, run the tool in its
 context, redact and store the result (a large one as a blob with a preview), and remember a
-timer it set. Called by the turn workflow's `run_tool` step (engine/turn.py)."""
+timer it set. Called by the turn workflow's `run_tool` step (engine/turn.py).
+
+Exactly once, as far as the store can tell: the step's result is committed with the tool's
+transcript entry (store/step_results.py), so a re-run after a crash returns it instead of
+running the tool again. A run that started and never finished (the process died while the
+tool ran) is *in doubt*: a tool that is safe to repeat runs again; any other is reported to
+the agent as "may have happened" and runs again only with the owner's approval.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from nightowl.engine.recorded_steps import ensure_running
 from nightowl.engine.timers import timer_workflow_id
 from nightowl.engine.turn_deps import TurnDeps
+from nightowl.harness.loop import ToolOutcome
 from nightowl.harness.outputs import is_large, preview
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.safety.vault import SecretScope
 from nightowl.store.blobs import put_text
+from nightowl.store.database import Database
+from nightowl.store.output_blobs import record_output_blob
+from nightowl.store.step_results import Recorded, record_result, recorded_result
 from nightowl.store.tables import utcnow
-from nightowl.store.transcript import finish_tool_run, put_entry, start_tool_run
+from nightowl.store.transcript import (
+    finish_tool_run,
+    put_entry,
+    start_tool_run,
+    unfinished_tool_run,
+)
 from nightowl.store.turns import set_activity
 from nightowl.store.wakes import record_timer
-from nightowl.tools.registry import ToolContext, ToolResult
+from nightowl.tools.providers import Toolbox
+from nightowl.tools.registry import Tool, ToolContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
 
 
+def tool_entry_key(turn_id: str, slot: str) -> str:
+    """The transcript key of a tool call's result (`slot` is "<step>.<index>")."""
+    return f"{turn_id}:tool:{slot}"
+
+
+def in_doubt_text(tool: str) -> str:
+    """The result an interrupted call with an effect gets, in words the agent can act on."""
+    return (
+        f"Unknown outcome: the server restarted while {tool} was running, so it may or may "
+        "not have taken effect. It was not run again. Check whether it happened (look at the "
+        "result where you can) before doing it again, or tell the owner."
+    )
+
+
 async def run_tool_call(
     deps: TurnDeps,
+    tools: Toolbox | ToolRegistry,
     turn_id: str,
     conversation_id: str,
     owner_id: str,
     slot: str,
     call_data: dict[str, Any],
-) -> dict[str, Any]:
-    """Run one tool call of a turn and store its result; what the agent loop needs to know."""
-    # `slot` ("<step>.<index>") names this call uniquely within the turn; providers' own
-    # call ids may repeat (small local models number every reply's calls from zero).
+    rerun: bool = False,
+    computer_id: str = "",
+) -> ToolOutcome:
+    """Run one tool call of a run of the loop and store its result: `tools` are those this
+    run may call (a helper's are not a turn's); `rerun`: the owner approved running a call in
+    doubt again."""
+    # `slot` names this call uniquely within the turn; providers' own call ids may repeat
+    # (small local models number every reply's calls from zero).
     call = ToolCall.from_dict(call_data)
-    tool = deps.tools.get(call.name)
+    registry = (
+        tools
+        if isinstance(tools, ToolRegistry)
+        else await asyncio.to_thread(conversation_tools, deps.database, tools, conversation_id)
+    )
+    tool = registry.get(call.name)
     effect = tool.effect if tool else "read"
+    entry_key = tool_entry_key(turn_id, slot)
+    step_key = f"{entry_key}:again" if rerun else entry_key
 
-    def start() -> str:
+    def start() -> Recorded | tuple[str, bool]:
         with deps.database.write() as session:
+            earlier = recorded_result(session, step_key)
+            if earlier is not None:
+                return earlier
+            ensure_running(session, turn_id)
+            died = unfinished_tool_run(session, step_key) is not None
             if tool is not None:
                 set_activity(session, turn_id, tool.activity)
-            return start_tool_run(session, conversation_id, turn_id, call.id, call.name, effect)
-
-    run_id = await asyncio.to_thread(start)
-    # Secrets are substituted only here, and every value is redacted from what comes back.
-    scope = await asyncio.to_thread(deps.gate.secrets, owner_id) if deps.gate else SecretScope()
-    parsed = scope.parse(deps.tools, call.name, effect, call.arguments)
-    if isinstance(parsed, ToolResult):
-        result = parsed
-    else:
-        assert tool is not None
-        context = ToolContext(
-            database=deps.database,
-            blob_dir=deps.blob_dir,
-            conversation_id=conversation_id,
-            owner_id=owner_id,
-            turn_id=turn_id,
-            call_id=slot,
-            home=deps.homes_dir / owner_id,
-            max_attachment_bytes=deps.max_attachment_bytes,
-            computers=deps.computers,
-        )
-        try:
-            result = await tool.run(parsed, context)
-        except Exception as error:
-            log.warning("tool failed", extra={"tool": call.name, "error": scope.trace()})
-            result = ToolResult(
-                f"{call.name} failed: {error}. Try different arguments or another way.",
-                is_error=True,
+            run_id = start_tool_run(
+                session, conversation_id, turn_id, call.id, call.name, effect, step_key
             )
-    result = scope.redact_result(result)
-    content = result.content
+            return run_id, died
+
+    started = await asyncio.to_thread(start)
+    if isinstance(started, Recorded):
+        return ToolOutcome.from_dict(started.value)
+    run_id, died = started
+    if died and tool is not None and not tool.safe_to_repeat:
+        log.warning("a tool run was cut off by a crash", extra={"tool": call.name})
+        result = ToolResult(
+            in_doubt_text(call.name), is_error=True, meta={"in_doubt": True, "trust": "agent"}
+        )
+    else:
+        result = await _run(
+            deps,
+            registry,
+            tool,
+            call,
+            turn_id,
+            conversation_id,
+            owner_id,
+            slot,
+            effect,
+            computer_id,
+        )
+    trust = result_trust(tool, result)
+    content, meta = result.content, dict(result.meta)
     if is_large(content):
         reference = await asyncio.to_thread(put_text, deps.blob_dir, content)
         content = preview(content, reference)
+        # The safety checks read the whole output, not only the preview the model sees.
+        meta["blob"] = reference
     ask = result.meta.get("ask")
+    outcome = ToolOutcome(
+        is_error=result.is_error,
+        ends_turn=result.ends_turn,
+        timer=result.meta.get("timer"),
+        ask=ask,
+        in_doubt=bool(result.meta.get("in_doubt")),
+        start_helper=result.meta.get("start_helper"),
+        stop_helpers=result.meta.get("stop_helpers"),
+    )
 
     def save() -> None:
         with deps.database.write() as session:
@@ -85,14 +144,15 @@ async def run_tool_call(
                 entry = Entry(
                     kind="tool_result",
                     text=content,
-                    trust="untrusted" if result.meta.get("untrusted") else "agent",
+                    trust=trust,
                     call_id=call.id,
                     tool_name=call.name,
                     is_error=result.is_error,
-                    meta=result.meta,
+                    meta=meta,
                 )
-                key = f"{turn_id}:tool:{slot}"
-                put_entry(session, conversation_id, turn_id, key, entry.to_dict())
+                put_entry(session, conversation_id, turn_id, entry_key, entry.to_dict())
+            if "blob" in meta:
+                record_output_blob(session, owner_id, meta["blob"], trust)
             finish_tool_run(session, run_id, result.is_error)
             timer = result.meta.get("timer")
             if timer:  # remembered so the server knows what will wake the conversation
@@ -103,11 +163,66 @@ async def run_tool_call(
                     utcnow() + timedelta(seconds=float(timer["seconds"])),
                     str(timer["note"]),
                 )
+            record_result(session, step_key, outcome.to_dict())
 
     await asyncio.to_thread(save)
-    return {
-        "is_error": result.is_error,
-        "ends_turn": result.ends_turn,
-        "timer": result.meta.get("timer"),
-        "ask": ask,
-    }
+    return outcome
+
+
+def result_trust(tool: Tool | None, result: ToolResult) -> str:
+    """Where a result's text came from: what the tool declares, unless the result says."""
+    if result.meta.get("untrusted"):
+        return "untrusted"
+    declared = result.meta.get("trust") or (tool.output_trust if tool else "agent")
+    return "untrusted" if declared not in ("agent", "owner") else str(declared)
+
+
+def conversation_tools(database: Database, tools: Toolbox, conversation_id: str) -> ToolRegistry:
+    """Every tool the conversation may use now: built-in and its connectors' (tools/providers)."""
+    if not tools.providers:
+        return tools.builtin
+    with database.read() as session:
+        return tools.for_conversation(session, conversation_id)
+
+
+async def _run(
+    deps: TurnDeps,
+    registry: ToolRegistry,
+    tool: Tool | None,
+    call: ToolCall,
+    turn_id: str,
+    conversation_id: str,
+    owner_id: str,
+    slot: str,
+    effect: str,
+    computer_id: str = "",
+) -> ToolResult:
+    """Run the tool with secrets substituted in its arguments and redacted from its result."""
+    scope = await asyncio.to_thread(deps.gate.secrets, owner_id) if deps.gate else SecretScope()
+    parsed = scope.parse(registry, call.name, effect, call.arguments)
+    if isinstance(parsed, ToolResult):  # nightowl's own words: what was wrong with the call
+        return replace(scope.redact_result(parsed), meta={"trust": "agent"})
+    assert tool is not None
+    context = ToolContext(
+        database=deps.database,
+        blob_dir=deps.blob_dir,
+        conversation_id=conversation_id,
+        owner_id=owner_id,
+        turn_id=turn_id,
+        call_id=slot,
+        home=deps.homes_dir / (computer_id or owner_id),
+        max_attachment_bytes=deps.max_attachment_bytes,
+        computers=deps.computers,
+        redaction=scope.redactor.spec() if scope.redactor else None,  # safety: secrets
+        tools=registry,
+        computer_id=computer_id,
+    )
+    try:
+        result = await tool.run(parsed, context)
+    except Exception as error:
+        log.warning("tool failed", extra={"tool": call.name, "error": scope.trace()})
+        result = ToolResult(
+            f"{call.name} failed: {error}. Try different arguments or another way.",
+            is_error=True,
+        )
+    return scope.redact_result(result)

@@ -17,7 +17,7 @@ from nightowl.metrics import Metrics
 from nightowl.models.base import Model
 from nightowl.models.pricing import PriceTable
 from nightowl.store.database import Database
-from nightowl.tools.registry import ToolRegistry
+from nightowl.tools.providers import Toolbox
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class TurnDeps:
     database: Database
     metrics: Metrics
     model: Model | None
-    tools: ToolRegistry
+    tools: Toolbox  # built-in tools and the providers' (connectors), per conversation
     limits: GuardLimits
     blob_dir: Any
     schedule_timer: Callable[[str, str, float, str], Awaitable[None]]
@@ -44,3 +44,5 @@ class TurnDeps:
     memory_pass: str = "auto"  # auto | on | off (see Settings.memory_pass)
     # Review, approvals, drafts and secrets (nightowl.safety); None runs tools ungated.
     gate: SafetyGate | None = None
+    # A turn whose process died this many times while it ran is parked (engine/parking.py).
+    max_recoveries: int = 3

@@ -1,5 +1,6 @@
 """Cache warming: while the owner types, repeat the conversation's prefix to the provider so
-the reply finds it cached, at most once per cache lifetime.
+the reply finds it cached, at most once per cache lifetime; and, for the local model, evaluate
+the prefix of the owner's next new conversation when the server starts.
 
 Best effort and not durable: a warming lost to a crash costs nothing but a cold cache.
 """
@@ -9,19 +10,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from nightowl.engine.model_calls import fail_model_call, record_outcome
-from nightowl.harness.pins import pinned_request
-from nightowl.harness.prompt import SYSTEM_PROMPT
-from nightowl.harness.sections import request_sections
+from sqlalchemy import select
+
+from nightowl.engine.model_calls import CallPlace, ModelCalls
+from nightowl.harness.pins import pin_now, pinned_request
+from nightowl.harness.prompt import instructions_for
 from nightowl.harness.transcript import Entry
-from nightowl.models.base import Model, ModelReply, ModelRequest, ToolSpec
-from nightowl.models.pricing import PriceTable
+from nightowl.memory.context import current_profile
+from nightowl.models.base import Model, ModelRequest, ToolSpec
 from nightowl.store.database import Database
-from nightowl.store.tables import PromptPinRow, utcnow
+from nightowl.store.tables import Conversation, PromptPinRow, utcnow
 from nightowl.store.transcript import find_pin, load_transcript, start_model_call
+from nightowl.store.users import ensure_owner
 from nightowl.store.warming import claim_warming
+from nightowl.tools.providers import Toolbox
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +37,7 @@ class CacheWarmer:
     model: Model | None
     summaries: list[tuple[str, str]]
     specs: dict[str, ToolSpec]
-    prices: PriceTable
-    cache_lifetime_s: float
+    calls: ModelCalls
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def claim(self, conversation_id: str) -> bool:
@@ -47,7 +49,7 @@ class CacheWarmer:
         with self.database.write() as session:
             if session.get(PromptPinRow, conversation_id) is None:
                 return False
-            return claim_warming(session, conversation_id, utcnow(), self.cache_lifetime_s)
+            return claim_warming(session, conversation_id, utcnow(), self.calls.cache_lifetime_s)
 
     def start(self, conversation_id: str) -> None:
         """Warm in the background (call on the event loop, after a successful claim)."""
@@ -65,7 +67,12 @@ class CacheWarmer:
             record = start_model_call(session, conversation_id, "warm", 0, self.model.name)
         now = utcnow().strftime("%Y-%m-%d %H:%M UTC")
         request = pinned_request(
-            pin, SYSTEM_PROMPT, self.summaries, self.specs, history, f"Current time: {now}."
+            pin,
+            instructions_for(self.model),
+            self.summaries,
+            self.specs,
+            history,
+            f"Current time: {now}.",
         )
         return replace(request, purpose="warm", max_output_tokens=1), record
 
@@ -76,28 +83,46 @@ class CacheWarmer:
             if prepared is None:
                 return
             request, record = prepared
-            try:
-                reply = await self.model.complete(request)
-            except Exception as error:
-                await asyncio.to_thread(fail_model_call, self.database, record, repr(error))
-                raise
-            sections = [list(s) for s in request_sections(request)]
-            await asyncio.to_thread(self._save, conversation_id, record, reply, sections)
+            place = CallPlace(conversation_id, "warm", 0, record)
+            await self.calls.call(self.model, request, place)
         except Exception as error:
             log.warning("cache warming failed", extra={"error": repr(error)[:300]})
 
-    def _save(
-        self, conversation_id: str, record: str, reply: ModelReply, sections: list[list[Any]]
-    ) -> None:
-        assert self.model is not None
-        with self.database.write() as session:
-            record_outcome(
-                session,
-                conversation_id=conversation_id,
-                record=record,
-                model_name=self.model.name,
-                reply=reply,
-                sections=sections,
-                prices=self.prices,
-                cache_lifetime_s=self.cache_lifetime_s,
-            )
+
+def new_conversation_request(
+    database: Database, toolbox: Toolbox, instructions: str
+) -> ModelRequest:
+    """The prefix the owner's next new conversation will pin (instructions, their tools and
+    memory section), as a request with no messages; blocking (run it in a thread)."""
+    with database.write() as session:
+        owner = ensure_owner(session).id
+        latest = session.scalar(
+            select(Conversation.id)
+            .where(Conversation.owner_id == owner)
+            .order_by(Conversation.created_at.desc())
+            .limit(1)
+        )
+        # A conversation's tools are the owner's (their connectors): the newest shows them.
+        tools = toolbox.for_conversation(session, latest) if latest else toolbox.builtin
+        memory = current_profile(session, owner)
+    summaries, specs, groups = tools.summaries(), tools.specs(), tools.groups()
+    pin = pin_now(instructions, summaries, specs, groups=groups, profile=memory)
+    request = pinned_request(pin, instructions, summaries, specs, [], "", groups)
+    return replace(request, purpose="warm", max_output_tokens=0)
+
+
+async def warm_new_conversations(
+    database: Database, model: Model, toolbox: Toolbox, instructions: str
+) -> None:
+    """Evaluate the prefix of the owner's next new conversation ahead of its first message
+    (for a model that saves prefix states: the local one; a provider's cache would expire
+    and cost money). Best effort: a failure costs only a slower first reply."""
+    if not getattr(model, "keeps_prefix_states", False):
+        return
+    try:
+        request = await asyncio.to_thread(new_conversation_request, database, toolbox, instructions)
+        await model.complete(request)
+    except Exception as error:
+        log.warning(
+            "warming a new conversation's prefix failed", extra={"error": repr(error)[:300]}
+        )

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from nightowl.harness.pins import PromptPin, pinned_request
 from nightowl.harness.prompt import ALWAYS_LOADED, loaded_tool_names
-from nightowl.harness.transcript import Entry, outside_texts
+from nightowl.harness.transcript import Entry, fence, outside_texts
 from nightowl.models.base import ModelRequest, ToolSpec
 
 SUMMARY_INSTRUCTION = """nightowl compaction. Summarise the conversation above: your summary \
@@ -29,6 +29,11 @@ Summary:"""
 MAX_OUTSIDE_TEXTS = 50  # outside texts a compaction keeps for taint and tracing
 SUMMARY_HEADER = "[nightowl: summary of the conversation before compaction, written by you]"
 KEPT_HEADER = "[nightowl: the latest messages before compaction, word for word]"
+# A summary written from a context that held outside text is fenced as data: no summary
+# launders outside text into nightowl's own words.
+SUMMARISED_FROM_OUTSIDE = (
+    "summarised by you from a conversation that held content not from the owner"
+)
 
 
 @dataclass(frozen=True)
@@ -90,12 +95,14 @@ def compacted_entry(summary: str, kept: Sequence[str], history: Sequence[Entry])
     It records how many model replies it replaced (replayed requests count them) and which
     tools had been loaded, so the model can load again what it still needs."""
     replies = sum(int(e.meta.get("replaced_replies", 0)) + (e.kind == "assistant") for e in history)
-    parts = [SUMMARY_HEADER, summary.strip() or "(the summary came back empty)"]
+    # The summary was written from outside text too: the taint (and what to trace arguments
+    # against) survives the compaction, kept beside the entry, not shown to the model; and the
+    # summary itself is shown as data.
+    outside = outside_texts(history)
+    written = summary.strip() or "(the summary came back empty)"
+    parts = [SUMMARY_HEADER, fence(written, SUMMARISED_FROM_OUTSIDE) if outside else written]
     if kept:
         parts += ["", KEPT_HEADER, *kept]
-    # The summary was written from outside text too: the taint (and what to trace arguments
-    # against) survives the compaction, kept beside the entry, not shown to the model.
-    outside = outside_texts(history)
     loaded = [name for name in loaded_tool_names(history) if name not in ALWAYS_LOADED]
     if loaded:
         parts += [

@@ -18,16 +18,22 @@ class GuardLimits:
     daily_token_budget: int = 2_000_000
     conversation_budget_usd: float = 20.0  # per conversation per day (UTC)
     routine_budget_usd: float = 2.0  # per routine per day (UTC)
+    # per user per day (UTC), over all of their conversations: opening new ones is no way round
+    user_budget_usd: float = 50.0
+    user_token_budget: int = 20_000_000
 
 
 @dataclass(frozen=True)
 class Spending:
-    """What was spent today: by the conversation, and by the routine that woke the turn."""
+    """What was spent today: by the conversation, by the routine that woke the turn, and by
+    all of the conversation owner's conversations."""
 
     tokens: int = 0
     conversation_usd: float = 0.0
     routine_usd: float | None = None  # None: the turn answers no routine
     routine_name: str = ""
+    user_tokens: int = 0
+    user_usd: float = 0.0
 
 
 def budget_stop(limits: GuardLimits, spent: Spending) -> str | None:
@@ -44,6 +50,14 @@ def budget_stop(limits: GuardLimits, spent: Spending) -> str | None:
             f"I stopped because this conversation spent ${spent.conversation_usd:.2f} on the "
             f"model today; its daily budget is ${limits.conversation_budget_usd:.2f}. It resets "
             "at midnight UTC, or raise NIGHTOWL_CONVERSATION_BUDGET_USD."
+        )
+    if spent.user_usd >= limits.user_budget_usd or spent.user_tokens >= limits.user_token_budget:
+        return (
+            f"I stopped because your conversations together used ${spent.user_usd:.2f} and "
+            f"{spent.user_tokens:,} tokens of the model today; a user's daily budget is "
+            f"${limits.user_budget_usd:.2f} and {limits.user_token_budget:,} tokens. It resets "
+            "at midnight UTC, or the owner raises NIGHTOWL_USER_BUDGET_USD / "
+            "NIGHTOWL_USER_TOKEN_BUDGET."
         )
     if spent.tokens >= limits.daily_token_budget:
         return (

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nightowl.harness.connectors import connector_notes
 from nightowl.harness.prompt import assemble
 from nightowl.harness.transcript import Entry
 from nightowl.models.base import ModelRequest, ToolSpec
@@ -80,9 +81,15 @@ def changes_since(
     """Short notes of what the server changed since the pin (for the newest message)."""
     notes = []
     pinned_groups = dict(pin.groups)
-    for group, description in groups if groups is not None else pin.groups:
+    now_groups = list(groups if groups is not None else pin.groups)
+    for group, description in now_groups:
         if pinned_groups.get(group) != description:
             notes.append(f"Connector {group}_* is new or updated: {description}")
+    notes += [
+        f"Connector {group}_* is gone; do not call its tools."
+        for group in pinned_groups
+        if group not in dict(now_groups)
+    ]
     if instructions != pin.instructions:
         notes.append("nightowl's instructions were updated; they apply after compaction.")
     pinned_names = dict(pin.summaries)
@@ -111,6 +118,7 @@ def pinned_request(
     (`newest`, the time) followed by what the server changed since the pin (`groups`: the
     server's connector groups now; None when they cannot have changed)."""
     notes = changes_since(pin, instructions, summaries, specs, groups)
+    notes += connector_notes(history, specs, groups if groups is not None else pin.groups)
     return assemble(
         pin.summaries,
         effective_specs(pin, specs),

@@ -94,7 +94,8 @@ def _print(group: str, body: Any) -> None:
                 f"{item['text']}{state}"
             )
         elif group == "log":
-            print(f"{item['id']}  {item['created_at'][:16]}  {item['summary']}")
+            trust = item.get("trust", "")
+            print(f"{item['id']}  {trust:<9} {item['created_at'][:16]}  {item['summary']}")
         elif group == "skills" and "body" in item and not isinstance(body, list):
             print(f"# {item['name']} ({'approved' if item['approved'] else 'not reviewed'})")
             print(item["description"], "\n", item["body"], sep="\n")
@@ -102,7 +103,8 @@ def _print(group: str, body: Any) -> None:
             state = "approved" if item["approved"] else "needs review"
             print(f"{item['id']}  {state:<12} {item['name']}: {item['description']}")
         elif group == "notes":
-            print(f"{item['id']}  until {item['expires_at'][:16]}  {item['text']}")
+            trust = item.get("trust", "")
+            print(f"{item['id']}  {trust:<9} until {item['expires_at'][:16]}  {item['text']}")
         elif group == "search":
             print(f"{item['kind']:<8} {item['at'][:10]}  {item['text'][:200]}")
         else:

@@ -1,5 +1,6 @@
 """What memory puts into a model call: the profile section for a new pin, and the newest
-message's note (profile changes since the pin, relevant and recent work log, live notes)."""
+message's note (profile changes since the pin, relevant and recent work log, live notes).
+Memory made from outside text is fenced in both (see memory/render.py)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def current_profile(session: Session, user_id: str) -> str:
     # Every model call checks the profile: only the skills' lines, never their bodies.
     skills = [SkillLine(*line) for line in skill_lines(session, user_id)]
     routines = [
-        RoutineLine(r.name, r.cron, r.timezone, r.status, r.prompt)
+        RoutineLine(r.name, r.cron, r.timezone, r.status, r.prompt, r.trust)
         for r in list_routines(session, user_id)
         if r.status != "pending_approval"
     ]
@@ -54,30 +55,45 @@ def profile_for_pin(session: Session, conversation_id: str) -> str:
     return current_profile(session, owner) if owner else ""
 
 
-def recall_log(session: Session, user_id: str, history: Sequence[Entry]) -> list[LogEntryInfo]:
-    """Up to 30 work-log entries: those relevant to the newest user messages first (their use
-    is counted), then the most recent; newest first."""
+def recall_log(
+    session: Session,
+    user_id: str,
+    history: Sequence[Entry],
+    limit: int = MAX_LOG_ENTRIES,
+    recent: bool = True,
+) -> list[LogEntryInfo]:
+    """Up to `limit` work-log entries: those relevant to the newest user messages first
+    (their use is counted), then (`recent`) the most recent; newest first."""
     query = " ".join(e.text for e in [e for e in history if e.kind == "user"][-QUERY_ENTRIES:])
-    hits = full_text_search(session, user_id, query, kinds=["log"], limit=MAX_LOG_ENTRIES)
+    hits = full_text_search(session, user_id, query, kinds=["log"], limit=limit)
     relevant = entries_by_id(session, user_id, [h.item_id for h in hits])
     mark_used(session, user_id, [e.id for e in relevant])
     chosen = {e.id: e for e in relevant}
-    for entry in recent_entries(session, user_id, limit=MAX_LOG_ENTRIES):
-        if len(chosen) >= MAX_LOG_ENTRIES:
+    for entry in recent_entries(session, user_id, limit=limit) if recent else []:
+        if len(chosen) >= limit:
             break
         chosen.setdefault(entry.id, entry)
     return sorted(chosen.values(), key=lambda e: (e.created_at, e.id), reverse=True)
 
 
 def memory_note(
-    session: Session, conversation_id: str, pinned_profile: str, history: Sequence[Entry]
+    session: Session,
+    conversation_id: str,
+    pinned_profile: str,
+    history: Sequence[Entry],
+    log_entries: int = MAX_LOG_ENTRIES,
+    recent: bool = True,
 ) -> str:
-    """The newest message's memory note ("" when there is nothing to say). Call it in a write
+    """The newest message's memory note ("" when there is nothing to say), with up to
+    `log_entries` work-log entries (`recent`: not only relevant ones). Call it in a write
     transaction: the work-log entries it finds relevant count as used."""
     owner = owner_of(session, conversation_id)
     if owner is None:
         return ""
     changes = profile_changes(pinned_profile, current_profile(session, owner))
-    log = [RecallItem(e.created_at, e.summary) for e in recall_log(session, owner, history)]
-    notes = [RecallItem(n.expires_at, n.text) for n in live_notes(session, owner)]
+    log = [
+        RecallItem(e.created_at, e.summary, e.trust)
+        for e in recall_log(session, owner, history, log_entries, recent)
+    ]
+    notes = [RecallItem(n.expires_at, n.text, n.trust) for n in live_notes(session, owner)]
     return "\n\n".join(part for part in (changes, render_recall(log, notes)) if part)

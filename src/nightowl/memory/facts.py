@@ -13,6 +13,7 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from nightowl.safety.policy import SECRET_REF
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import MemoryFact
@@ -75,6 +76,12 @@ def _info(row: MemoryFact) -> FactInfo:
     )
 
 
+NO_SECRETS = (
+    "a fact may not hold a secret reference ({{secret:NAME}}): memory is shown in prompts, "
+    "so name the secret without the braces"
+)
+
+
 def clean_text(text: str) -> str:
     """A fact's text on one line, checked for length (Invalid with what to do)."""
     cleaned = " ".join(text.split())
@@ -85,6 +92,8 @@ def clean_text(text: str) -> str:
             f"a fact is at most {MAX_FACT_CHARS} characters (this one has {len(cleaned)}); "
             "say it shorter or split it"
         )
+    if SECRET_REF.search(cleaned):
+        raise Invalid(NO_SECRETS)
     return cleaned
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,14 +38,13 @@ from nightowl.memory.plan import (
     fits,
 )
 from nightowl.memory.worklog import write_entry
-from nightowl.models.base import Model, ModelReply, Usage
-from nightowl.models.pricing import PriceTable
+from nightowl.models.base import ModelReply, ModelRequest, Usage
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import MemoryConsolidation, MemoryPassRecord
 from nightowl.store.tables import Message, utcnow
-from nightowl.store.transcript import finish_model_call, load_turn_entries, start_model_call
+from nightowl.store.transcript import load_turn_entries
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +62,29 @@ class PassInput:
     done: bool = False
 
     @property
+    def tainted(self) -> bool:
+        """Whether the turn read outside text: an untrusted message or tool result, or a
+        model call whose context held some (earlier in the conversation, or shown by memory:
+        the reply records it, see memory/render.py `seen_outside`)."""
+        return any(m.trust == "untrusted" for m in self.messages) or any(
+            e.trust == "untrusted" or e.meta.get("tainted") or e.meta.get("outside")
+            for e in self.entries
+        )
+
+    @property
     def trust_of(self) -> dict[str, str]:
-        """Each message reference's trust."""
+        """Each message reference's trust, as a source of what the pass writes: in a turn
+        that read outside text, untrusted whatever it cites (the pass model read that text
+        too, so a fact citing the owner's message may still carry its words)."""
+        if self.tainted:
+            return {m.ref: "untrusted" for m in self.messages}
         return {m.ref: m.trust for m in self.messages}
 
     @property
     def least_trust(self) -> str:
-        """The trust of the turn's least trusted content (messages and tool results)."""
-        levels = [m.trust for m in self.messages] + [
-            "untrusted" for e in self.entries if e.kind == "tool_result" and e.trust == "untrusted"
-        ]
+        """The trust of the turn's least trusted content: of what it took, and untrusted
+        when it read outside text. The work-log entry and uncited facts carry it."""
+        levels = [m.trust for m in self.messages] + (["untrusted"] if self.tainted else [])
         return min(levels or ["owner"], key=lambda t: TRUST_RANK.get(t, 0))
 
 
@@ -124,8 +137,25 @@ def read_pass_input(session: Session, turn_id: str, user_id: str) -> PassInput:
     return PassInput(items, messages, refs, [e for e in entries if e.kind != "user"], done)
 
 
-def fallback_log(given: PassInput) -> str:
-    """A work-log entry made from the turn itself, for a pass that wrote none."""
+def log_entry(given: PassInput, written: str) -> tuple[str, str]:
+    """The turn's work-log entry and its trust.
+
+    A turn asked by the owner that read outside text is logged from what it was asked and the
+    tools it used, never from what the model wrote (the pass's summary, or its words to the
+    owner), which may carry that text on: so the entry is as trusted as the ask. Logging the
+    model's words as untrusted instead would taint every later turn shown the entry, whose own
+    entry would be untrusted in turn: one web page would taint the owner's memory for good.
+    """
+    quoted = [m.trust for m in given.messages]
+    asked = min(quoted or ["owner"], key=lambda t: TRUST_RANK.get(t, 0))
+    if given.tainted and asked != "untrusted":
+        return fallback_log(given, tell=False), asked
+    return written or fallback_log(given), given.least_trust
+
+
+def fallback_log(given: PassInput, tell: bool = True) -> str:
+    """A work-log entry made from the turn itself, for a pass that wrote none (`tell`: with
+    the last thing the agent told the owner)."""
     asked = " ".join(given.messages[0].text.split())[:160] if given.messages else "(no message)"
     tools = sorted({c.name for e in given.entries for c in e.tool_calls} - {"send_to_user"})
     told = [
@@ -138,7 +168,8 @@ def fallback_log(given: PassInput) -> str:
     if tools:
         parts.append(f"Used: {', '.join(tools)}.")
     said = " ".join(told[-1].split())[:160] if told else ""
-    parts.append(_sentence(f"Told the owner: {said}") if said else "Sent nothing.")
+    if tell:
+        parts.append(_sentence(f"Told the owner: {said}") if said else "Sent nothing.")
     return " ".join(parts)
 
 
@@ -157,20 +188,22 @@ def _consolidation(
     }
 
 
+Complete = Callable[[ModelRequest], Awaitable[ModelReply]]
+
+
 async def plan_pass(
-    model: Model, given: PassInput, today: str
+    complete: Complete, given: PassInput, today: str
 ) -> tuple[list[Item], Operations, PassResult, list[ModelReply]]:
-    """Ask the model for the pass's operations; consolidate while the plan is over bounds."""
+    """Ask the model (`complete`: a model call, recorded by the caller) for the pass's
+    operations; consolidate while the plan is over bounds."""
     now = utcnow().timestamp()
-    replies = [
-        await model.complete(pass_request(given.items, given.messages, given.entries, today))
-    ]
+    replies = [await complete(pass_request(given.items, given.messages, given.entries, today))]
     ops = read_operations(replies[0])
     outcome = apply_operations(given.items, ops, given.trust_of, given.least_trust, now)
     result = PassResult(ignored=list(outcome.ignored))
     items = outcome.items
     if not fits(items):
-        replies.append(await model.complete(consolidation_request(items)))
+        replies.append(await complete(consolidation_request(items)))
         merge = read_operations(replies[-1])
         touched = [
             i for i in items if i.number in set(merge.remove) | {r[0] for r in merge.replace}
@@ -210,16 +243,12 @@ def write_pass(
     user_id: str,
     model_name: str,
     calls: list[Usage],
-    prices: PriceTable,
 ) -> bool:
-    """Write the planned profile, the consolidations, the work-log entry, the pass record and
-    the pass's model calls (they count toward usage and budgets like the turn's own); False
-    when this turn's pass was written already."""
+    """Write the planned profile, the consolidations, the work-log entry and the pass record
+    (its model calls are recorded as they happen, by the caller's `complete`); False when
+    this turn's pass was written already."""
     if session.get(MemoryPassRecord, turn_id) is not None:
         return False
-    for usage in calls:
-        record = start_model_call(session, conversation_id, turn_id, MEMORY_STEP, model_name)
-        finish_model_call(session, record, usage.to_dict(), cost_usd=prices.cost(model_name, usage))
     shown = {i.number: i for i in given.items}
     final = {i.number: i for i in planned}
     for number, item in shown.items():
@@ -279,7 +308,8 @@ def write_pass(
                 created_at=utcnow(),
             )
         )
-    write_entry(session, user_id, ops.log or fallback_log(given), conversation_id, turn_id)
+    summary, trust = log_entry(given, ops.log)
+    write_entry(session, user_id, summary, conversation_id, turn_id, trust=trust)
     session.add(
         MemoryPassRecord(
             turn_id=turn_id,
@@ -298,16 +328,17 @@ def write_pass(
 
 async def run_memory_pass(
     database: Database,
-    model: Model,
+    model_name: str,
+    complete: Complete,
     turn_id: str,
     conversation_id: str,
     user_id: str,
     use_model: bool = True,
-    prices: PriceTable | None = None,
 ) -> dict[str, Any]:
     """The whole pass for one turn (safe to run twice: the second run writes nothing).
-    Without `use_model` (a turn stopped by a budget or the guard) only the work-log entry is
-    written, made from the turn itself."""
+    `complete` calls the model and records the call (they count toward usage and budgets
+    like the turn's own). Without `use_model` (a turn stopped by a budget or the guard) only
+    the work-log entry is written, made from the turn itself."""
 
     def read() -> PassInput:
         with database.read() as session:
@@ -317,7 +348,9 @@ async def run_memory_pass(
     if given.done or not given.messages:
         return {"skipped": True}
     if use_model:
-        planned, ops, result, replies = await plan_pass(model, given, utcnow().strftime("%Y-%m-%d"))
+        planned, ops, result, replies = await plan_pass(
+            complete, given, utcnow().strftime("%Y-%m-%d")
+        )
     else:
         planned, ops, result, replies = list(given.items), Operations(), PassResult(), []
 
@@ -332,9 +365,8 @@ async def run_memory_pass(
                 turn_id=turn_id,
                 conversation_id=conversation_id,
                 user_id=user_id,
-                model_name=model.name,
+                model_name=model_name,
                 calls=[r.usage for r in replies],
-                prices=prices or PriceTable(),
             )
 
     wrote = await asyncio.to_thread(write)

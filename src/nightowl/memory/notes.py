@@ -1,4 +1,5 @@
-"""Notes: a scratchpad for the state of the current task; each expires (minutes to hours)."""
+"""Notes: a scratchpad for the state of the current task; each expires (minutes to hours). A
+note the agent writes in a turn that read outside text is untrusted (shown fenced)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from nightowl.store.errors import Invalid, NotFound
-from nightowl.store.ids import new_id
+from nightowl.store.ids import keyed_id, new_id
 from nightowl.store.memory_tables import MemoryNote
 from nightowl.store.tables import utcnow
 
@@ -28,11 +29,18 @@ class NoteInfo:
     text: str
     created_at: datetime
     expires_at: datetime
+    trust: str = "agent"
 
 
 def _info(row: MemoryNote) -> NoteInfo:
     return NoteInfo(
-        row.id, row.user_id, row.conversation_id, row.text, row.created_at, row.expires_at
+        row.id,
+        row.user_id,
+        row.conversation_id,
+        row.text,
+        row.created_at,
+        row.expires_at,
+        row.trust,
     )
 
 
@@ -42,8 +50,11 @@ def write_note(
     text: str,
     expires_in_minutes: float,
     conversation_id: str | None = None,
+    key: str | None = None,
+    trust: str = "agent",
 ) -> NoteInfo:
-    """Keep a note for `expires_in_minutes` (1 minute to 7 days)."""
+    """Keep a note for `expires_in_minutes` (1 minute to 7 days), as trusted as the turn that
+    wrote it; once per `key` (a tool call run again after a crash finds the note it made)."""
     cleaned = text.strip()
     if not cleaned:
         raise Invalid("a note needs some text")
@@ -51,12 +62,16 @@ def write_note(
         raise Invalid(f"a note is at most {MAX_NOTE_CHARS} characters; keep it short")
     if not MIN_MINUTES <= expires_in_minutes <= MAX_MINUTES:
         raise Invalid(f"a note expires in {MIN_MINUTES} to {MAX_MINUTES} minutes (7 days)")
+    note_id = new_id("note") if key is None else keyed_id("note", key)
+    if key is not None and (existing := session.get(MemoryNote, note_id)) is not None:
+        return _info(existing)
     now = utcnow()
     row = MemoryNote(
-        id=new_id("note"),
+        id=note_id,
         user_id=user_id,
         conversation_id=conversation_id,
         text=cleaned,
+        trust=trust,
         created_at=now,
         expires_at=now + timedelta(minutes=expires_in_minutes),
     )

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.harness.transcript import Entry
+from nightowl.harness.transcript import Entry, fence
 from nightowl.memory.facts import MAX_FACTS, MAX_PROFILE_CHARS
 from nightowl.memory.plan import Item, Operations
 from nightowl.models.base import ModelReply, ModelRequest, ToolSpec
@@ -103,7 +103,7 @@ def _turn_text(messages: Sequence[TurnMessage], entries: Sequence[Entry]) -> str
     for message in messages:
         body = message.text
         if message.trust == "untrusted":
-            body = f"<untrusted>{body}</untrusted>"
+            body = "\n" + fence(body)
         parts.append(f"[{message.ref}, {message.trust}] {body}")
     for entry in entries:
         if entry.kind == "assistant":
@@ -114,7 +114,7 @@ def _turn_text(messages: Sequence[TurnMessage], entries: Sequence[Entry]) -> str
         elif entry.kind == "tool_result":
             text = entry.text[:500]
             if entry.trust == "untrusted":
-                text = f"<untrusted>{text}</untrusted>"
+                text = "\n" + fence(text)
             parts.append(f"[{entry.tool_name} result] {text}")
     text = "\n".join(parts)
     return text if len(text) <= MAX_TURN_CHARS else text[-MAX_TURN_CHARS:]

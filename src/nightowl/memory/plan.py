@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from nightowl.memory.facts import MAX_FACT_CHARS, MAX_FACTS, MAX_PROFILE_CHARS
+from nightowl.memory.facts import MAX_FACT_CHARS, MAX_FACTS, MAX_PROFILE_CHARS, NO_SECRETS
+from nightowl.safety.policy import SECRET_REF
 
 TRUST_RANK = {"untrusted": 0, "member": 1, "owner": 2}
 
@@ -98,6 +99,9 @@ def apply_operations(
         if not cleaned or len(cleaned) > MAX_FACT_CHARS:
             outcome.ignored.append(f"replace {number}: text empty or over {MAX_FACT_CHARS} chars")
             continue
+        if SECRET_REF.search(cleaned):
+            outcome.ignored.append(f"replace {number}: {NO_SECRETS}")
+            continue
         trust, cited = source(message)
         old = by_number[number]
         # A rewrite is as trusted as the least trusted of what it was drawn from.
@@ -111,6 +115,9 @@ def apply_operations(
         cleaned = clean(text)
         if not cleaned or len(cleaned) > MAX_FACT_CHARS:
             outcome.ignored.append(f"add: text empty or over {MAX_FACT_CHARS} characters")
+            continue
+        if SECRET_REF.search(cleaned):
+            outcome.ignored.append(f"add: {NO_SECRETS}")
             continue
         if cleaned.lower() in known:
             continue  # already known, word for word

@@ -1,5 +1,7 @@
 """Skills: markdown how-tos with a name and a one-line description. Names are in the prompt,
-bodies are loaded by a tool; a skill the agent writes waits for the owner's review."""
+bodies are loaded by a tool; a skill the agent writes waits for the owner's review. A skill the
+agent writes in a turn that read outside text is untrusted: shown fenced, its body loaded as
+data, whether approved or not (only the owner's own rewrite makes it the owner's)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ class SkillInfo:
     approved: bool
     created_at: datetime
     updated_at: datetime
+    trust: str = "owner"
 
 
 def _info(row: Skill) -> SkillInfo:
@@ -47,6 +50,7 @@ def _info(row: Skill) -> SkillInfo:
         row.approved,
         row.created_at,
         row.updated_at,
+        row.trust,
     )
 
 
@@ -65,10 +69,17 @@ def _check(name: str, description: str, body: str) -> tuple[str, str, str]:
 
 
 def write_skill(
-    session: Session, user_id: str, name: str, description: str, body: str, created_by: str
+    session: Session,
+    user_id: str,
+    name: str,
+    description: str,
+    body: str,
+    created_by: str,
+    trust: str | None = None,
 ) -> SkillInfo:
-    """Create or rewrite the skill `name`. The owner's skills are approved; a skill the agent
-    writes or rewrites waits for the owner's review."""
+    """Create or rewrite the skill `name`. The owner's skills are approved (trust owner); a
+    skill the agent writes or rewrites waits for the owner's review, with `trust` (agent, or
+    untrusted when written in a turn that read outside text)."""
     name, description, body = _check(name, description, body)
     row = session.scalar(select(Skill).where(Skill.user_id == user_id, Skill.name == name))
     now = utcnow()
@@ -78,6 +89,7 @@ def write_skill(
     row.description, row.body, row.updated_at = description, body, now
     row.created_by = created_by
     row.approved = created_by == "owner"
+    row.trust = "owner" if created_by == "owner" else (trust or "agent")
     session.flush()
     return _info(row)
 
@@ -112,13 +124,15 @@ def edit_skill(
     body: str | None = None,
     approved: bool | None = None,
 ) -> SkillInfo:
-    """The owner corrects or reviews a skill."""
+    """The owner corrects or reviews a skill; their rewrite of its text makes it theirs
+    (approving leaves its trust as it was)."""
     row = _row(session, user_id, skill_id)
     _, new_description, new_body = _check(
         row.name, description or row.description, body or row.body
     )
     if (new_description, new_body) != (row.description, row.body):
         row.description, row.body, row.updated_at = new_description, new_body, utcnow()
+        row.trust = "owner"
     if approved is not None:
         row.approved = approved
     session.flush()
@@ -131,15 +145,18 @@ def delete_skill(session: Session, user_id: str, skill_id: str) -> None:
     session.flush()
 
 
-def skill_lines(session: Session, user_id: str) -> list[tuple[str, str, bool]]:
-    """The user's skills by name as the prompt lists them: name, description, approved (the
-    bodies, up to 20,000 characters each, stay in the database)."""
+def skill_lines(session: Session, user_id: str) -> list[tuple[str, str, bool, str]]:
+    """The user's skills by name as the prompt lists them: name, description, approved, trust
+    (the bodies, up to 20,000 characters each, stay in the database)."""
     rows = session.execute(
-        select(Skill.name, Skill.description, Skill.approved)
+        select(Skill.name, Skill.description, Skill.approved, Skill.trust)
         .where(Skill.user_id == user_id)
         .order_by(Skill.name)
     )
-    return [(str(name), str(description), bool(approved)) for name, description, approved in rows]
+    return [
+        (str(name), str(description), bool(approved), str(trust))
+        for name, description, approved, trust in rows
+    ]
 
 
 def list_skills(session: Session, user_id: str) -> list[SkillInfo]:

@@ -1,4 +1,5 @@
-"""The dated work log: one entry per turn of what the agent did and decided."""
+"""The dated work log: one entry per turn of what the agent did and decided, with the trust of
+what it was made from (a turn that read outside text writes an untrusted entry)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class LogEntryInfo:
     last_used_at: datetime | None
     use_count: int
     archived: bool
+    trust: str = "owner"
 
 
 def _info(row: WorkLogEntry) -> LogEntryInfo:
@@ -43,6 +45,7 @@ def _info(row: WorkLogEntry) -> LogEntryInfo:
         row.last_used_at,
         row.use_count,
         row.archived_at is not None,
+        row.trust,
     )
 
 
@@ -61,8 +64,10 @@ def write_entry(
     summary: str,
     conversation_id: str | None = None,
     turn_id: str | None = None,
+    trust: str = "owner",
 ) -> LogEntryInfo:
-    """Record what a turn did; a turn's entry is written once (a re-run returns it)."""
+    """Record what a turn did, as trusted as what it was made from; a turn's entry is written
+    once (a re-run returns it)."""
     if turn_id is not None:
         found = session.scalar(select(WorkLogEntry).where(WorkLogEntry.turn_id == turn_id))
         if found is not None:
@@ -73,6 +78,7 @@ def write_entry(
         conversation_id=conversation_id,
         turn_id=turn_id,
         summary=_clean(summary),
+        trust=trust,
         created_at=utcnow(),
         use_count=0,
     )
@@ -94,9 +100,10 @@ def get_entry(session: Session, user_id: str, entry_id: str) -> LogEntryInfo:
 
 
 def edit_entry(session: Session, user_id: str, entry_id: str, summary: str) -> LogEntryInfo:
-    """Correct an entry's summary."""
+    """The owner corrects an entry's summary: it is the owner's word from then on."""
     row = _row(session, user_id, entry_id)
     row.summary = _clean(summary)
+    row.trust = "owner"
     session.flush()
     return _info(row)
 

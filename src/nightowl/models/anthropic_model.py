@@ -11,7 +11,7 @@ from typing import Any
 
 import anthropic
 
-from nightowl.harness.transcript import Entry, ToolCall, as_data
+from nightowl.harness.transcript import Entry, ToolCall, as_data, as_notice
 from nightowl.models.base import ModelReply, ModelRequest, Usage
 from nightowl.models.provider_errors import classify
 
@@ -35,7 +35,7 @@ def _content(entry: Entry) -> tuple[str, list[dict[str, Any]]]:
                 "is_error": entry.is_error,
             }
         ]
-    text = f"({entry.text})" if entry.kind == "notice" else as_data(entry)
+    text = as_notice(entry) if entry.kind == "notice" else as_data(entry)
     return "user", [{"type": "text", "text": text}]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from nightowl.harness.transcript import Entry, ToolCall
 
@@ -26,9 +26,11 @@ class ModelRequest:
     messages: tuple[Entry, ...]
     max_output_tokens: int = 2048
     tool_names: tuple[str, ...] = ()  # every tool the prompt names, loaded or not
-    # "turn" (the agent loop), "memory" (the memory pass), "review" (the safety reviewer, a
-    # one-line verdict), "compaction" (summarise the history, text only) or "warm" (repeat the
-    # prefix so the provider caches it; the reply is discarded). Scripted models key on it.
+    # "turn" (the agent loop in a conversation), "helper" (the agent loop of a helper),
+    # "memory" (the memory pass), "review" (the safety reviewer, a
+    # one-line verdict), "compaction" (summarise the history, text only), "warm" (repeat the
+    # prefix so the provider caches it; the reply is discarded) or "sampling" (a connector's
+    # server asked for a completion, text only). Scripted models key on it.
     purpose: str = "turn"
 
 
@@ -101,4 +103,13 @@ class Model(Protocol):
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         """One model call."""
+        ...
+
+
+@runtime_checkable
+class ClosableModel(Protocol):
+    """A model holding something to release when the server stops (the local model's process)."""
+
+    def close(self) -> None:
+        """Release it; blocking, so call it off the event loop."""
         ...

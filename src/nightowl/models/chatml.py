@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from nightowl.harness.transcript import Entry, ToolCall, as_data
+from nightowl.harness.transcript import Entry, ToolCall, as_data, as_notice
 from nightowl.models.base import ModelRequest
 
 _TOOLS_PREAMBLE = """
@@ -49,11 +49,26 @@ def _entry_text(entry: Entry) -> tuple[str, str]:
         return "assistant", (entry.text + ("\n" if entry.text and calls else "") + calls)
     if entry.kind == "tool_result":
         return "user", f"<tool_response>\n{as_data(entry)}\n</tool_response>"
-    return "user", f"({entry.text})"
+    return "user", as_notice(entry)
 
 
 def render(request: ModelRequest) -> str:
     """The whole request as one ChatML prompt, ending where the assistant speaks next."""
+    turns: list[tuple[str, str]] = []
+    for entry in request.messages:
+        role, text = _entry_text(entry)
+        if turns and turns[-1][0] == role == "user":
+            # Tool results, notes and messages that follow each other form one user turn.
+            turns[-1] = (role, turns[-1][1] + "\n\n" + text)
+        else:
+            turns.append((role, text))
+    blocks = [system_block(request)] + [_block(role, text) for role, text in turns]
+    return "".join(blocks) + "<|im_start|>assistant\n"
+
+
+def system_block(request: ModelRequest) -> str:
+    """The prompt's first block: instructions, catalogue, memory and tool schemas. A
+    conversation's pinned prefix, the same at every call (the local model saves its state)."""
     tools = "\n".join(
         json.dumps(
             {
@@ -69,16 +84,7 @@ def render(request: ModelRequest) -> str:
         for t in request.tools
     )
     system = request.system + (_TOOLS_PREAMBLE.format(tools=tools) if request.tools else "")
-    turns: list[tuple[str, str]] = []
-    for entry in request.messages:
-        role, text = _entry_text(entry)
-        if turns and turns[-1][0] == role == "user":
-            # Tool results, notes and messages that follow each other form one user turn.
-            turns[-1] = (role, turns[-1][1] + "\n\n" + text)
-        else:
-            turns.append((role, text))
-    blocks = [_block("system", system)] + [_block(role, text) for role, text in turns]
-    return "".join(blocks) + "<|im_start|>assistant\n"
+    return _block("system", system)
 
 
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)

@@ -1,109 +1,127 @@
-"""The embedded local model: llama.cpp in process with Qwen2.5-Coder-1.5B-Instruct (GGUF).
+"""The embedded local model: Qwen2.5-Coder-1.5B-Instruct (GGUF) on llama.cpp, in a process
+of its own.
 
-One completion at a time. llama.cpp keeps the KV cache of the previous prompt and evaluates
-only the new suffix, so a request that shares its prefix with the last one re-reads nothing;
-that shared prefix is reported as cache-read tokens.
+This adapter renders the ChatML prompt and reads the tool calls out of the reply; the
+llama.cpp work (two contexts, the KV cache, the context-size check) runs in
+`nightowl.models.local_worker`, supervised by a `ModelProcess`: a crash there fails one call
+with a retryable `ModelCrashed`, never the server. One completion at a time; the prefix a
+request shares with the previous one in its context is reported as cache-read tokens.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
+import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from nightowl.models.base import ModelConfigError, ModelReply, ModelRequest, Usage
-from nightowl.models.chatml import read_reply, render
-from nightowl.models.weights import weights_path
+from nightowl.models.base import ModelConfigError, ModelError, ModelReply, ModelRequest, Usage
+from nightowl.models.chatml import read_reply, render, system_block
+from nightowl.models.model_process import ModelProcess
+from nightowl.models.weights import cache_dir, weights_path
 
-CONTEXT_TOKENS = 8192
 FORCED_CALL = '<tool_call>\n{"name": "'
+DEFAULT_IDLE_S = 300.0
+
+
+def available_cores() -> int:
+    """The cores this process may run on (a container's or taskset's limit included)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def worker_command(path: Path, threads: int, state_dir: Path | None = None) -> list[str]:
+    """The command that runs the real worker over the weights at `path`; it saves the
+    states of evaluated prompt prefixes in `state_dir` (models/prefix_states.py)."""
+    command = [
+        sys.executable,
+        "-m",
+        "nightowl.models.local_worker",
+        "--weights",
+        str(path),
+        "--threads",
+        str(threads),
+    ]
+    if state_dir is not None:
+        command += ["--state-dir", str(state_dir)]
+    return command
 
 
 class LocalModel:
-    """llama-cpp-python over the verified weights from `nightowl models install`."""
+    """The verified weights from `nightowl models install`, answered by a child process.
 
-    def __init__(self, path: Path | None = None, threads: int = 1) -> None:
+    `command` replaces the worker's command line (tests run a scripted stand-in that speaks
+    the same protocol); `idle_s` is how long the process lives without a call; `threads`
+    (0: every core this process may use) run llama.cpp.
+    """
+
+    keeps_prefix_states = True  # a prefix-only request warms a new conversation's start
+    prompt_style = "small"  # short instructions, little work log (harness/prompt.py)
+
+    def __init__(
+        self,
+        path: Path | None = None,
+        threads: int = 0,
+        *,
+        idle_s: float = DEFAULT_IDLE_S,
+        command: Sequence[str] | None = None,
+    ) -> None:
         self.name = "local:qwen2.5-coder-1.5b-instruct-q4_k_m"
-        self._path = path or weights_path()
-        self._threads = threads
-        # Two contexts over the same (memory-mapped) weights: the conversations' own calls keep
-        # their KV cache in "main"; the reviewer and the memory pass, whose prompts share
-        # nothing with them, use "side" instead of evicting it.
-        self._llms: dict[str, Any] = {}
-        self._previous: dict[str, list[int]] = {"main": [], "side": []}
-        self._lock = threading.Lock()
-
-    def _load(self, slot: str) -> Any:
-        if slot not in self._llms:
-            try:
-                from llama_cpp import Llama
-            except ImportError as error:
-                raise ModelConfigError(
-                    "the local model needs llama-cpp-python: pip install 'nightowl[local]'"
-                ) from error
-            if not self._path.is_file():
-                raise ModelConfigError(
-                    f"no weights at {self._path}; run `nightowl models install` first"
-                )
-            self._llms[slot] = Llama(
-                model_path=str(self._path),
-                n_ctx=CONTEXT_TOKENS,
-                n_threads=self._threads,
-                verbose=False,
-            )
-        return self._llms[slot]
-
-    def _complete(self, request: ModelRequest) -> ModelReply:
-        slot = "side" if request.purpose in ("review", "memory") else "main"
-        with self._lock:
-            llm = self._load(slot)
-            # A forced tool choice: small models call tools reliably when the reply is primed
-            # with the call tag, and write valid JSON arguments. To end, they call
-            # send_to_user with final=true (the system prompt says so).
-            # A summary (compaction) is plain text; a warming call only reads the prefix.
-            primer = FORCED_CALL if request.purpose in ("turn", "memory") else ""
-            prompt = render(request) + primer
-            tokens = llm.tokenize(prompt.encode(), add_bos=False, special=True)
-            budget = CONTEXT_TOKENS - len(tokens)
-            if budget < 64:
-                raise ModelConfigError(
-                    f"the conversation ({len(tokens)} tokens) no longer fits the local model's "
-                    f"{CONTEXT_TOKENS}-token context"
-                )
-            shared = 0
-            for a, b in zip(tokens, self._previous[slot], strict=False):
-                if a != b:
-                    break
-                shared += 1
-            result = llm.create_completion(
-                tokens,
-                max_tokens=min(request.max_output_tokens, budget),
-                temperature=0.0,
-                stop=["<|im_end|>", "<|endoftext|>", "</tool_call>"],
-            )
-            generated = result["choices"][0]["text"]
-            self._previous[slot] = tokens + llm.tokenize(
-                generated.encode(), add_bos=False, special=True
-            )
-            if primer:
-                private, calls = read_reply(
-                    primer + generated,
-                    {*request.tool_names, *(tool.name for tool in request.tools)},
-                )
-            else:
-                private, calls = generated.strip(), []
-            usage = result.get("usage", {})
-            return ModelReply(
-                text=private,
-                tool_calls=tuple(calls),
-                usage=Usage(
-                    input_tokens=len(tokens) - shared,
-                    cache_read_tokens=shared,
-                    output_tokens=int(usage.get("completion_tokens", 0)),
-                ),
-                model=self.name,
-            )
+        self.process = ModelProcess(
+            command
+            or worker_command(
+                path or weights_path(), threads or available_cores(), cache_dir() / "kv"
+            ),
+            idle_s,
+            what="the local model",
+        )
 
     async def complete(self, request: ModelRequest) -> ModelReply:
-        return await asyncio.to_thread(self._complete, request)
+        # The reviewer and the memory pass share no prefix with the conversation: their own
+        # context ("side") keeps them from evicting its KV cache ("main").
+        slot = "side" if request.purpose in ("review", "memory") else "main"
+        # A forced tool choice: small models call tools reliably when the reply is primed
+        # with the call tag, and write valid JSON arguments. To end, they call send_to_user
+        # with final=true (the system prompt says so). A summary (compaction) is plain text;
+        # a warming call only reads the prefix.
+        primer = FORCED_CALL if request.purpose in ("turn", "helper", "memory") else ""
+        answer = await self.process.call(
+            {
+                "slot": slot,
+                "prompt": render(request) + primer,
+                "max_tokens": request.max_output_tokens,
+                # The pinned prefix: its evaluated state is saved and reused.
+                "prefix_chars": len(system_block(request)),
+            }
+        )
+        if "error" in answer:
+            message = str(answer.get("message", answer["error"]))
+            if answer["error"] in ("context", "config"):
+                raise ModelConfigError(message)
+            raise ModelError(f"the local model failed: {message}")
+        generated = str(answer.get("text", ""))
+        if primer:
+            private, calls = read_reply(
+                primer + generated,
+                {*request.tool_names, *(tool.name for tool in request.tools)},
+            )
+        else:
+            private, calls = generated.strip(), []
+        prompt_tokens = int(answer.get("prompt_tokens", 0))
+        shared = int(answer.get("cached_tokens", 0))
+        return ModelReply(
+            text=private,
+            tool_calls=tuple(calls),
+            usage=Usage(
+                input_tokens=prompt_tokens - shared,
+                cache_read_tokens=shared,
+                output_tokens=int(answer.get("output_tokens", 0)),
+            ),
+            model=self.name,
+        )
+
+    def close(self) -> None:
+        """Stop the model's process (the server does this when it stops)."""
+        self.process.close()

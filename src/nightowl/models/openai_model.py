@@ -11,7 +11,7 @@ from typing import Any
 
 import openai
 
-from nightowl.harness.transcript import Entry, ToolCall, as_data
+from nightowl.harness.transcript import Entry, ToolCall, as_data, as_notice
 from nightowl.models.base import ModelReply, ModelRequest, Usage
 from nightowl.models.chatml import read_reply
 from nightowl.models.provider_errors import classify
@@ -38,7 +38,7 @@ def to_messages(system: str, entries: tuple[Entry, ...]) -> list[dict[str, Any]]
                 {"role": "tool", "tool_call_id": entry.call_id, "content": as_data(entry)}
             )
         elif entry.kind == "notice":
-            messages.append({"role": "user", "content": f"({entry.text})"})
+            messages.append({"role": "user", "content": as_notice(entry)})
         else:
             messages.append({"role": "user", "content": as_data(entry)})
     return messages

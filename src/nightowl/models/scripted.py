@@ -7,16 +7,22 @@ Script: `{"replies": [{"text": "...", "tool_calls": [{"name": ..., "arguments": 
 
 Reply *n* answers the conversation's *n*-th model call (counted from the request's history, a
 compaction summary counting the replies it replaced, so a restart or a replay picks the same
-reply); a reply `{"obey": true}` obeys injected text (tests). A compaction request is answered
+reply); a reply `{"obey": true}` obeys injected text (tests: a `DO: {call}` anywhere in a line
+of what arrived since the model last spoke), `{"obey": "anywhere"}` (or `"recall": true`) also
+what memory recalls in the newest note, and with `"then": true`, once nothing asks for more,
+it runs the owner's own `THEN:` steps. A compaction request is answered
 with `summary`, a cache-warming one with nothing, a safety review from `review`. The memory
 pass (requests with purpose "memory") gets the first "memory" reply whose "when" occurs in its
-request, or an empty reply.
+request, or an empty reply. A helper's requests (purpose "helper") are answered from the
+script's "helper" replies, counted in the helper's own conversation; a connector's sampling
+request (purpose "sampling") with the script's "sampling" text.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +31,7 @@ from nightowl.models.base import ModelConfigError, ModelReply, ModelRequest, Usa
 from nightowl.safety.review import REVIEW_SYSTEM_PREFIX, reviewed_tool
 
 OBEY_MARK = "DO: "  # a reply `{"obey": true}` runs the tool calls outside text asks for
+THEN_MARK = "THEN: "  # … and, with `"then": true`, the owner's next steps once nothing asks
 
 
 class ScriptedModel:
@@ -47,9 +54,14 @@ class ScriptedModel:
         script = self._script()
         if request.system.startswith(REVIEW_SYSTEM_PREFIX):
             return self._review(script, request)
+        if request.purpose == "helper":  # a helper's own script, counted in its conversation
+            script = {**script, "replies": script.get("helper", []), "then": "silent"}
         if request.purpose == "memory":
             return self._memory_reply(script, request)
         replies: list[dict[str, Any]] = script["replies"]
+        if request.purpose == "sampling":  # a connector's server asked: the script's text
+            text = str(script.get("sampling") or "Sampled.")
+            return ModelReply(text=text, model=self.name, usage=_usage(request, {}))
         if request.purpose == "warm":
             return ModelReply(model=self.name, usage=_usage(request, {}))
         if request.purpose == "compaction":
@@ -84,7 +96,11 @@ class ScriptedModel:
         return ModelReply(text=text, usage=_usage(request, {}), model=self.name)
 
     def _reply(self, request: ModelRequest, reply: dict[str, Any], index: int) -> ModelReply:
-        wanted = _obeyed(request) if reply.get("obey") else reply.get("tool_calls", ())
+        obey = reply.get("obey")
+        recall = obey == "anywhere" or bool(reply.get("recall"))
+        wanted = _obeyed(request, recall) if obey else reply.get("tool_calls", ())
+        if obey and reply.get("then") and not wanted:
+            wanted = _read_the_rest(request) or _next_steps(request)
         calls = tuple(
             ToolCall(
                 id=call.get("id") or f"call_{index}_{n}",
@@ -101,16 +117,68 @@ class ScriptedModel:
         )
 
 
-def _obeyed(request: ModelRequest) -> list[dict[str, Any]]:
+def _obeyed(request: ModelRequest, recall: bool = False) -> list[dict[str, Any]]:
     """The worst case: every `DO: {tool call}` line that arrived since the model last spoke
-    (from anyone: the owner, an e-mail, a web page), obeyed."""
+    (from anyone: the owner, an e-mail, a web page; with `recall`, also what memory recalls in
+    the newest note, which is new at every call), obeyed."""
+    messages = list(request.messages)
+    if not recall and messages and messages[-1].kind == "notice":
+        messages.pop()  # the newest note: the time and what memory recalls
     found: list[dict[str, Any]] = []
-    for entry in reversed(request.messages):
+    for entry in reversed(messages):
         if entry.kind == "assistant":
             break
-        lines = [line for line in entry.text.splitlines() if line.startswith(OBEY_MARK)]
-        found = [json.loads(line[len(OBEY_MARK) :]) for line in lines] + found
+        found = _marked(entry.text, OBEY_MARK) + found
     return found
+
+
+def _marked(text: str, mark: str) -> list[dict[str, Any]]:
+    """The tool calls after `mark` (anywhere in a line: after a line number, as in read_file's
+    or grep's output, or within a paragraph of a web page)."""
+    calls = []
+    decoder = json.JSONDecoder()
+    for line in text.splitlines():
+        at = line.find(mark + "{")
+        while at >= 0:
+            try:
+                call, end = decoder.raw_decode(line, at + len(mark))
+            except ValueError:
+                end = at + len(mark)
+            else:
+                calls.append(call)
+            at = line.find(mark + "{", end)
+    return calls
+
+
+_STORED = re.compile(r"stored as (blob:[0-9a-f]{64}); read parts of it with read_output")
+
+
+def _read_the_rest(request: ModelRequest) -> list[dict[str, Any]]:
+    """A curious model: the newest output was cut to a preview, so it greps the rest for
+    instructions (once per output)."""
+    results = [e for e in request.messages if e.kind == "tool_result"]
+    found = _STORED.search(results[-1].text) if results else None
+    if found is None:
+        return []
+    read = {"name": "read_output", "arguments": {"reference": found.group(1), "pattern": "DO: "}}
+    made = [(c.name, c.arguments) for e in request.messages for c in e.tool_calls]
+    return [] if (read["name"], read["arguments"]) in made else [read]
+
+
+def _next_steps(request: ModelRequest) -> list[dict[str, Any]]:
+    """The owner's `THEN: {tool call}` lines of their newest message, once (a model that
+    obeys injected text, yet also finishes the owner's own task)."""
+    owners = [e for e in request.messages if e.kind == "user" and e.trust == "owner"]
+    if not owners:
+        return []
+    steps = _marked(owners[-1].text, THEN_MARK)
+    made = [
+        (call.name, call.arguments)
+        for entry in request.messages[request.messages.index(owners[-1]) :]
+        for call in entry.tool_calls
+    ]
+    first = (steps[0]["name"], steps[0].get("arguments") or {}) if steps else None
+    return [] if first in made else steps
 
 
 def _usage(request: ModelRequest, given: dict[str, int]) -> Usage:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 from nightowl.models.base import Model, ModelConfigError
@@ -23,8 +24,15 @@ def resolve(setting: str) -> str:
     return "local"
 
 
-def build_model(setting: str) -> Model | None:
-    """The configured model, or None for `none` (turns then only record their batch)."""
+def build_model(
+    setting: str, *, local_idle_s: float = 300.0, local_command: str = "", local_threads: int = 0
+) -> Model | None:
+    """The configured model, or None for `none` (turns then only record their batch).
+
+    The local model's process stops after `local_idle_s` without calls; `local_command`, when
+    set, runs instead of the real worker (a stand-in for tests and debugging); it computes on
+    `local_threads` (0: every core).
+    """
     kind, _, rest = resolve(setting).partition(":")
     if kind == "none":
         return None
@@ -35,7 +43,11 @@ def build_model(setting: str) -> Model | None:
     if kind == "local":
         from nightowl.models.local import LocalModel
 
-        return LocalModel()
+        return LocalModel(
+            threads=local_threads,
+            idle_s=local_idle_s,
+            command=shlex.split(local_command) or None,
+        )
     if kind == "anthropic":
         from nightowl.models.anthropic_model import AnthropicModel
 

@@ -12,3 +12,8 @@ class Priority(IntEnum):
     ROUTINE = 4
     TIMER = 5
     HELPER = 6
+
+
+# Woken at once, without the batching window a burst (a group thread, a webhook storm) waits
+# for: the owner's direct message, and a helper's report (one event, awaited by its parent).
+AT_ONCE = frozenset({Priority.OWNER_DIRECT, Priority.HELPER})

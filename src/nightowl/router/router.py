@@ -13,13 +13,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from nightowl.router.group_commit import GroupCommit
-from nightowl.router.priority import Priority
+from nightowl.router.priority import AT_ONCE, Priority
 from nightowl.store.conversations import MessageInfo, NewMessage, append_to_conversations
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound, StoreError
 from nightowl.store.ids import new_id
+from nightowl.store.questions import Answered, answer_question
 from nightowl.store.tables import Conversation, Message, Trigger, utcnow
-from nightowl.store.turns import TurnInfo, queue_turns, running_turn_ids
+from nightowl.store.turns import TurnInfo, mark_preempted_many, queue_turns, running_turn_ids
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,22 @@ class IncomingMessage:
     author_id: str | None = None
     client_id: str | None = None
     role: str = "user"  # "notice" for the runtime's own wake-ups (timers)
+
+
+class AnswerWaker(Protocol):
+    """Wakes the turn that waits on an answered question (the engine implements it)."""
+
+    def deliver_answer(self, turn_id: str, question_id: str) -> None:
+        """The question's answer is stored; resume the turn."""
+        ...
+
+
+class HelperStopper(Protocol):
+    """Stops helper runs (the engine implements it)."""
+
+    def stop_now(self, run_ids: list[str]) -> None:
+        """Cancel the runs, clean up, tell their parents."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -94,12 +111,55 @@ class Router:
     """
 
     def __init__(
-        self, database: Database, queue: ConversationQueue, batch_window_s: float = 0.0
+        self,
+        database: Database,
+        queue: ConversationQueue,
+        batch_window_s: float = 0.0,
+        helpers: HelperStopper | None = None,
+        answers: AnswerWaker | None = None,
     ) -> None:
         self._database = database
+        self._answers = answers
         self._queue = queue
+        self._helpers = helpers
         self._batch_window_s = batch_window_s
         self._batches: GroupCommit[IncomingMessage, Accepted] = GroupCommit(self._accept_batch)
+
+    def stop_helpers(self, run_ids: list[str]) -> None:
+        """The owner stops helpers (from the API): cancelled at once, cleaned up, and their
+        parent conversations told. Blocking."""
+        if self._helpers is not None and run_ids:
+            self._helpers.stop_now(run_ids)
+
+    def answer(
+        self,
+        conversation_id: str,
+        question_id: str,
+        answer: dict[str, Any],
+        client_id: str,
+        author_id: str,
+    ) -> Answered:
+        """Store the owner's answer to a question once (a repeated client id returns the
+        first) and resume the turn that asked (again on a repeat: the first wake-up may have
+        been lost). Conflict when the question is closed or answered."""
+        with self._database.write() as session:
+            answered = answer_question(
+                session,
+                conversation_id,
+                question_id,
+                answer=answer,
+                client_id=client_id,
+                author_id=author_id,
+            )
+        if self._answers is not None:
+            # Sent on a repeat too (idempotent): the first may have died before its wake-up.
+            try:
+                self._answers.deliver_answer(answered.turn_id, question_id)
+            except Exception:
+                if not answered.duplicate:
+                    raise
+                log.info("no turn to wake for a repeated answer", extra={"message_id": question_id})
+        return answered
 
     def accept(self, incoming: IncomingMessage) -> Accepted:
         """Store the message once (a repeated key returns the original) and wake the queue."""
@@ -186,7 +246,7 @@ class Router:
             turns = queue_turns(session, priorities)
             for (_, priority), (turn, created) in turns.items():
                 if created:
-                    staged.wake.append((turn, priority == Priority.OWNER_DIRECT))
+                    staged.wake.append((turn, priority in AT_ONCE))
             for incoming in fresh:
                 turn, _ = turns[(incoming.conversation_id, incoming.priority)]
                 message = stored[(incoming.source, incoming.idempotency_key)]
@@ -236,11 +296,16 @@ class Router:
             )
         if effects.preempt:
             # The owner's direct message is a correction: the running turn stops now and the
-            # next one starts with the message and a record of what was cut off.
-            self._queue.preempt(list(dict.fromkeys(effects.preempt)))
+            # next one starts with the message and a record of what was cut off. Marked in
+            # the store first: a turn on another worker notices at its next step.
+            stopping = list(dict.fromkeys(effects.preempt))
+            with self._database.write() as session:
+                mark_preempted_many(session, stopping)
+            self._queue.preempt(stopping)
         for turn, urgent in effects.wake:
-            # The owner's direct message starts at once; anything else waits a moment so that
-            # a burst (a group thread, a webhook storm) is answered by one turn.
+            # The owner's direct message and a helper's report start at once; anything else
+            # waits a moment so that a burst (a group thread, a webhook storm) is answered by
+            # one turn.
             self._queue.wake(turn, 0.0 if urgent else self._batch_window_s)
 
     @staticmethod

@@ -14,14 +14,9 @@ from typing import Any
 
 from nightowl.config import Settings
 from nightowl.safety.audit import audit_log
-from nightowl.safety.vault import (
-    VaultKeyError,
-    delete_secret,
-    load_key,
-    secret_names_of,
-    set_secret,
-)
+from nightowl.safety.vault import VaultKeyError, load_key, set_allowed_hosts, set_secret
 from nightowl.store.errors import StoreError
+from nightowl.store.secrets import drop_secret, secrets_of
 
 Store = Callable[[Settings], Any]  # the CLI's migrated-store context manager
 
@@ -30,6 +25,10 @@ def _read_value(name: str) -> str:
     if sys.stdin.isatty():
         return getpass.getpass(f"value of {name} (not echoed): ")
     return sys.stdin.read().rstrip("\n")
+
+
+def _hosts(hosts: list[str]) -> str:
+    return ", ".join(hosts) or "none (every use over the network waits for your approval)"
 
 
 def run_secrets(args: argparse.Namespace, settings: Settings, store: Store) -> int:
@@ -42,19 +41,25 @@ def run_secrets(args: argparse.Namespace, settings: Settings, store: Store) -> i
         with store(settings) as database, database.write() as session:
             owner = ensure_owner(session)
             if args.secrets_command == "set":
-                new = set_secret(session, key, owner.id, args.name, value)
+                new = set_secret(session, key, owner.id, args.name, value, args.allow_host)
                 print(
                     f"{'stored' if new else 'replaced'} secret {args.name}; "
                     f"tools use it as {{{{secret:{args.name}}}}}"
                 )
+            elif args.secrets_command == "hosts":
+                info = set_allowed_hosts(session, owner.id, args.name, args.hosts)
+                print(f"secret {info.name} may go to: {_hosts(info.allowed_hosts)}")
             elif args.secrets_command == "list":
-                names = secret_names_of(session, owner.id)
-                for name, updated in names:
-                    print(f"{name:<32} updated {updated:%Y-%m-%d %H:%M} UTC")
-                if not names:
+                infos = secrets_of(session, owner.id)
+                for info in infos:
+                    print(
+                        f"{info.name:<32} updated {info.updated_at:%Y-%m-%d %H:%M} UTC  "
+                        f"hosts: {_hosts(info.allowed_hosts)}"
+                    )
+                if not infos:
                     print("no secrets; `nightowl secrets set NAME` stores one (value on stdin)")
             else:
-                delete_secret(session, owner.id, args.name)
+                drop_secret(session, owner.id, args.name)
                 print(f"deleted secret {args.name}")
     except (StoreError, VaultKeyError) as error:
         print(f"nightowl secrets: {error}", file=sys.stderr)
@@ -86,10 +91,22 @@ def add_commands(commands: Any, settings: Callable[[], Settings], store: Store) 
     """Add `secrets` and `audit` to the CLI's subcommands."""
     secrets = commands.add_parser("secrets", help="the secrets vault (values are never printed)")
     verbs = secrets.add_subparsers(dest="secrets_command", required=True)
-    verbs.add_parser("set", help="store a secret; its value is read from stdin").add_argument(
-        "name"
+    put = verbs.add_parser("set", help="store a secret; its value is read from stdin")
+    put.add_argument("name")
+    put.add_argument(
+        "--allow-host",
+        action="extend",
+        nargs="+",
+        default=None,
+        metavar="HOST",
+        help="a host the secret may be sent to without asking you (api.example.com, "
+        "*.example.com, http://host for plain http); left out, a replaced secret keeps its "
+        "hosts",
     )
-    verbs.add_parser("list", help="the names of the secrets")
+    hosts = verbs.add_parser("hosts", help="replace the hosts a secret may be sent to")
+    hosts.add_argument("name")
+    hosts.add_argument("hosts", nargs="*", metavar="HOST", help="none: it goes nowhere unasked")
+    verbs.add_parser("list", help="the names of the secrets and their allowed hosts")
     verbs.add_parser("delete", help="delete a secret").add_argument("name")
     secrets.set_defaults(run=lambda args: run_secrets(args, settings(), store))
 

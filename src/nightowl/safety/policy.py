@@ -1,22 +1,33 @@
 """What needs review and what needs the owner's approval, as pure functions of the history.
 
-A turn is *tainted* once untrusted content (e-mail, webhooks, web pages, other people) is in
-its context. In a tainted turn, `send` and `spend` actions, new routines, calls that use a
-secret and shell commands the reviewer flags need the owner's approval whatever the model says.
+A turn is *tainted* once untrusted content (e-mail, webhooks, web pages, files and command
+output from the agent's computer, other people) is in its context. In a tainted turn, `send`
+and `spend` actions, new routines, calls that use a secret, requests to hosts the owner did
+not name, shell commands that are not plain reads, browser and desktop actions that may submit,
+and files replaced need the owner's approval whatever the model — or the reviewer — says.
+In any turn, a secret sent anywhere but its allowed hosts does (safety/destinations.py).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nightowl.harness.transcript import Entry, outside_texts
+from nightowl.safety.destinations import destinations, secret_hold
+from nightowl.safety.named_hosts import destination, from_owner, owner_hosts
+from nightowl.safety.shell_rules import read_only
 
 REVIEWED_EFFECTS = ("write", "send", "spend")
 # Tools whose only audience is the owner or this conversation: nothing to review.
 OWNER_FACING = frozenset({"send_to_user", "set_timer"})
+# Work handed between the agent and its own helpers: nothing leaves nightowl, the text carries
+# its trust along (a task or guidance from a tainted turn is outside text to the helper, a
+# tainted helper's report is outside text to its parent), and the helper's own actions pass
+# this gate like any other. A review would only stall the hand-off.
+HELPER_HANDOFFS = frozenset({"start_helper", "message_helper", "stop_helper", "report"})
 SHELL_TOOLS = frozenset({"shell"})
 ROUTINE_TOOLS = frozenset({"create_routine"})
 WORKAROUND_TOOLS = frozenset({"shell", "browser_open", "browser_act", "web_fetch"})
@@ -52,8 +63,9 @@ def owner_requests(history: Sequence[Entry], limit: int = 3) -> list[str]:
 
 
 def needs_review(tool: str, effect: str) -> bool:
-    """Every write/send/spend action and every shell command, except owner-facing tools."""
-    if tool in OWNER_FACING:
+    """Every write/send/spend action and every shell command, except owner-facing tools and
+    hand-offs to and from helpers."""
+    if tool in OWNER_FACING or tool in HELPER_HANDOFFS:
         return False
     return effect in REVIEWED_EFFECTS or tool in SHELL_TOOLS
 
@@ -144,21 +156,79 @@ def hold_for(
     effect: str,
     arguments: dict[str, Any],
     history: Sequence[Entry],
+    *,
+    outside: Sequence[str] | None = None,
+    overwrites: bool = False,
+    takes_secrets: bool = True,
+    bindings: Mapping[str, Sequence[str]] | None = None,
+    egress: bool = True,
 ) -> Hold:
-    """The rule-based part of the gate: what needs approval regardless of the model."""
+    """The rule-based part of the gate: what needs approval regardless of the model (or of a
+    reviewer that allows everything).
+
+    `outside`: every outside text in the context, whole (the history's previews by default);
+    `overwrites`: the call would replace a file the agent did not make in this turn;
+    `takes_secrets`: the tool substitutes secrets (any other refuses a reference, so nothing
+    can leak through it); `bindings`: each secret's allowed hosts; `egress`: the computer can
+    reach the network (its shell and desktop then can send a secret anywhere)."""
     reasons = []
     if effect in ("send", "spend") and not owner_requests(history):
         reasons.append("nobody asked for outreach: the owner did not ask for this here")
-    outside = outside_texts(history)
+    names = secret_names(arguments) if takes_secrets else []
+    if names:  # in any turn: a secret goes only where it is meant to go
+        reach = destinations(tool, arguments, egress=egress)
+        reason = secret_hold(tool, names, reach, bindings or {})
+        if reason:
+            reasons.append(reason)
+    outside = outside_texts(history) if outside is None else outside
     if outside:  # tainted
+        reasons += _irreversible(tool, arguments, history, overwrites)
+        if tool in MEMORY_WRITES and traced_arguments(arguments, outside):
+            reasons.append(f"it would keep text from outside in memory for later, {TAINTED}")
         if effect in ("send", "spend"):
             reasons.append(f"a {effect} action in a turn that read content not from the owner")
         if tool in ROUTINE_TOOLS:
             reasons.append("a new routine proposed in a turn that read content not from the owner")
-        # Where a reference stays a reference (the owner's messages, sends) nothing leaks.
-        substituted = tool not in OWNER_FACING and effect not in ("send", "spend")
-        if substituted and secret_names(arguments):
+        if names:
             reasons.append("it uses a secret in a turn that read content not from the owner")
         if tool in SHELL_TOOLS and traced_arguments(arguments, outside):
             reasons.append("a shell command taken from content not from the owner")
     return Hold("; ".join(reasons))
+
+
+TAINTED = "in a turn that read content not from the owner"
+
+
+def _irreversible(
+    tool: str, arguments: dict[str, Any], history: Sequence[Entry], overwrites: bool
+) -> list[str]:
+    """In a tainted turn: what outside text could have asked for and cannot be undone —
+    a request to a destination the owner did not name, a shell command that is not a plain
+    read, a browser or desktop action that may submit, a file replaced."""
+    reasons = []
+    host = destination(tool, arguments)
+    if host and not from_owner(host, owner_hosts(history)):
+        reasons.append(f"it sends a request to {host}, which the owner did not name, {TAINTED}")
+    if tool in SHELL_TOOLS and not read_only(str(arguments.get("command", ""))):
+        reasons.append(
+            f"a shell command that may change or delete files, stop processes or reach the "
+            f"network, {TAINTED}"
+        )
+    if tool in SUBMITTING_ACTIONS and _submits(tool, arguments):
+        reasons.append(f"a {tool} that may submit a form or follow a link, {TAINTED}")
+    if overwrites:
+        reasons.append(f"it replaces a file you did not make in this turn, {TAINTED}")
+    return reasons
+
+
+# Tools that keep text for later turns: outside text copied into them would come back later.
+MEMORY_WRITES = frozenset({"write_note", "write_skill"})
+SUBMITTING_ACTIONS = frozenset({"browser_act", "desktop_click", "desktop_key", "desktop_type"})
+
+
+def _submits(tool: str, arguments: dict[str, Any]) -> bool:
+    if tool == "browser_act":
+        return arguments.get("action") != "fill"  # click, select, press may submit
+    if tool == "desktop_type":
+        return "\n" in str(arguments.get("text", ""))  # a newline presses Return
+    return True  # a click or a key anywhere on the desktop

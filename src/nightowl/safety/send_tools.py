@@ -84,6 +84,8 @@ SEND_TOOLS = [
         arguments=SendMessageArgs,
         run=_send_message,
         activity="drafting a message",
+        output_trust="agent",
+        idempotent=True,  # a draft, keyed by the call; the send itself has its own outbox
     ),
     Tool(
         name="pay",
@@ -92,5 +94,7 @@ SEND_TOOLS = [
         arguments=PayArgs,
         run=_pay,
         activity="preparing a payment",
+        output_trust="agent",
+        idempotent=True,  # a draft, keyed by the call; the payment itself has its own outbox
     ),
 ]

@@ -1,37 +1,35 @@
 """The secrets vault: values encrypted at rest (Fernet), used by tools by reference only.
 
-Tools name a secret as `{{secret:NAME}}`; the runtime substitutes its value when the tool runs
-and redacts every value from what the tool returns, so no value reaches a model request, a
-message, workflow history or a log.
+Tools that need a secret name it as `{{secret:NAME}}`; the runtime substitutes its value when
+the tool runs and redacts every value (in the forms tools echo it, safety/redaction.py) from
+what the tool returns, so no value reaches a model request, a message, workflow history or a
+log. Any other tool refuses a reference. Each secret carries the hosts it may be sent to
+(safety/destinations.py). The table itself is store/secrets.py.
 """
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from cryptography.fernet import Fernet, InvalidToken
-from pydantic import BaseModel
-from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from nightowl.safety.policy import OWNER_FACING, SECRET_REF
-from nightowl.store.errors import Invalid, NotFound
-from nightowl.store.ids import new_id
-from nightowl.store.tables import SecretRow, utcnow
+from nightowl.safety import destinations
+from nightowl.safety.policy import SECRET_REF, secret_names
+from nightowl.safety.redaction import MIN_SECRET_CHARS, Redactor
+from nightowl.store.errors import Invalid
+from nightowl.store.secrets import SecretInfo, put_sealed, sealed_of, secrets_of, set_hosts
 from nightowl.tools.registry import ToolRegistry, ToolResult
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 KEY_FILE = "secret.key"
-MIN_REDACTED = 4  # shorter values would redact ordinary words
 
 
 class VaultKeyError(Exception):
@@ -67,62 +65,78 @@ def load_key(data_dir: Path, given: str | None = None) -> bytes:
     return key
 
 
-def set_secret(session: Session, key: bytes, owner_id: str, name: str, value: str) -> bool:
-    """Store or replace a secret; True when it was new."""
+def set_secret(
+    session: Session,
+    key: bytes,
+    owner_id: str,
+    name: str,
+    value: str,
+    allowed_hosts: Sequence[str] | None = None,
+) -> bool:
+    """Store or replace a secret; True when it was new. `allowed_hosts` None keeps a replaced
+    secret's hosts."""
+    check_name(name)
+    if len(value) < MIN_SECRET_CHARS:
+        raise Invalid(
+            f"a secret's value needs at least {MIN_SECRET_CHARS} characters (this one has "
+            f"{len(value)}): a shorter one could not be told apart from ordinary text, so it "
+            "could not be kept out of outputs and logs"
+        )
+    hosts = None if allowed_hosts is None else checked_hosts(allowed_hosts)
+    ciphertext = Fernet(key).encrypt(value.encode()).decode()
+    return put_sealed(session, owner_id, name, ciphertext, hosts)
+
+
+def check_name(name: str) -> None:
+    """Invalid unless the name is one a reference can carry."""
     if not NAME.match(name):
         raise Invalid("a secret's name is 1-100 letters, digits, '_', '.' or '-'")
-    if not value:
-        raise Invalid("a secret's value is empty")
-    ciphertext = Fernet(key).encrypt(value.encode()).decode()
-    row = session.scalar(
-        select(SecretRow).where(SecretRow.owner_id == owner_id, SecretRow.name == name)
-    )
-    if row is None:
-        session.add(
-            SecretRow(id=new_id("sec"), owner_id=owner_id, name=name, ciphertext=ciphertext)
-        )
-        return True
-    row.ciphertext, row.updated_at = ciphertext, utcnow()
-    return False
 
 
-def secret_names_of(session: Session, owner_id: str) -> list[tuple[str, Any]]:
-    """(name, updated_at) of every secret of the owner, sorted by name; never the values."""
-    rows = session.execute(
-        select(SecretRow.name, SecretRow.updated_at)
-        .where(SecretRow.owner_id == owner_id)
-        .order_by(SecretRow.name)
-    ).all()
-    return [(row[0], row[1]) for row in rows]
+def checked_hosts(entries: Sequence[str]) -> list[str]:
+    """Allowed-host entries in normal form (Invalid with what to write instead)."""
+    try:
+        return destinations.allowed_hosts(entries)
+    except destinations.BadHost as error:
+        raise Invalid(str(error)) from None
 
 
-def delete_secret(session: Session, owner_id: str, name: str) -> None:
-    """Delete a secret (NotFound when there is none by that name)."""
-    gone = session.execute(
-        delete(SecretRow).where(SecretRow.owner_id == owner_id, SecretRow.name == name)
-    )
-    if not gone.rowcount:  # type: ignore[attr-defined]
-        raise NotFound(f"no secret named {name!r}")
+def set_allowed_hosts(
+    session: Session, owner_id: str, name: str, entries: Sequence[str]
+) -> SecretInfo:
+    """Replace where a secret may go without the owner's approval."""
+    return set_hosts(session, owner_id, name, checked_hosts(entries))
+
+
+def bindings_of(session: Session, owner_id: str) -> dict[str, list[str]]:
+    """Each secret's allowed hosts, by name (what the gate checks destinations against)."""
+    return {info.name: info.allowed_hosts for info in secrets_of(session, owner_id)}
 
 
 def open_secrets(session: Session, key: bytes, owner_id: str) -> dict[str, str]:
     """Every secret of the owner, decrypted (for substitution and redaction only)."""
     fernet = Fernet(key)
     opened = {}
-    for row in session.scalars(select(SecretRow).where(SecretRow.owner_id == owner_id)):
+    for name, ciphertext in sealed_of(session, owner_id):
         try:
-            opened[row.name] = fernet.decrypt(row.ciphertext.encode()).decode()
+            opened[name] = fernet.decrypt(ciphertext.encode()).decode()
         except InvalidToken as error:
             raise VaultKeyError(
-                f"secret {row.name!r} does not open with this key (was the key changed?)"
+                f"secret {name!r} does not open with this key (was the key changed?)"
             ) from error
     return opened
 
 
-def encodings(value: str) -> list[str]:
-    """The forms a secret's value commonly takes in output: as is, URL-encoded, base64."""
-    encoded = base64.b64encode(value.encode()).decode()
-    return list(dict.fromkeys([value, quote(value, safe=""), encoded, encoded.rstrip("=")]))
+def refusal(tool: str, names: Sequence[str]) -> ToolResult:
+    """The error a tool that does not take secrets returns for a reference."""
+    first = names[0]
+    return ToolResult(
+        f"{tool} does not take secrets: what it is given is kept or shown, and a secret's "
+        f"value must never be. Refer to the secret by its name ({first}) without "
+        f"{{{{secret:...}}}} instead. Only tools that need a secret to do their job (shell, "
+        "web_fetch, browser_open, browser_act, desktop_type) take one.",
+        is_error=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -131,10 +145,14 @@ class SecretScope:
 
     values: Mapping[str, str] = field(default_factory=dict)
 
+    @cached_property
+    def redactor(self) -> Redactor:
+        """Finds every value in the forms a tool echoes it (safety/redaction.py)."""
+        return Redactor(self.values)
+
     def missing(self, arguments: Any) -> list[str]:
         """Names referenced in the arguments that the vault does not hold."""
-        text = repr(arguments)
-        return sorted({n for n in SECRET_REF.findall(text) if n not in self.values})
+        return sorted({n for n in secret_names(arguments) if n not in self.values})
 
     def substitute(self, value: Any) -> Any:
         """The arguments with every `{{secret:NAME}}` replaced by its value."""
@@ -146,25 +164,9 @@ class SecretScope:
             return [self.substitute(v) for v in value]
         return value
 
-    @cached_property
-    def forms(self) -> list[tuple[str, str]]:
-        """(form, secret name) of every value long enough to redact, longest values first,
-        each value as is, URL-encoded and base64."""
-        ordered = sorted(self.values.items(), key=lambda item: -len(item[1]))
-        return [
-            (form, name)
-            for name, value in ordered
-            if len(value) >= MIN_REDACTED
-            for form in encodings(value)
-        ]
-
     def redact(self, text: str) -> str:
-        """The text with every secret value (as is, URL-encoded or base64) replaced by its
-        reference, longest values first."""
-        for form, name in self.forms:
-            if form in text:
-                text = text.replace(form, f"[secret:{name}]")
-        return text
+        """The text with every secret value (in any common form) replaced by its reference."""
+        return self.redactor.redact(text)
 
     def redact_data(self, value: Any) -> Any:
         """`redact` applied to every string inside a JSON-like value."""
@@ -176,32 +178,33 @@ class SecretScope:
             return [self.redact_data(v) for v in value]
         return value
 
-    def arguments_for(self, tool: str, effect: str, arguments: dict[str, Any]) -> Any:
-        """What the tool runs with: secrets substituted, except in what reaches people (the
-        owner's messages, sends, payments), where a reference stays a reference. An unknown
-        name is an error result the agent can act on."""
-        if tool in OWNER_FACING or effect in ("send", "spend"):
-            return arguments
+    def arguments_for(self, tool: str, consumes: bool, arguments: dict[str, Any]) -> Any:
+        """What the tool runs with: secrets substituted in a tool that takes them; in any
+        other, a reference is refused (its text would be stored or shown). An unknown name is
+        an error result the agent can act on."""
+        names = secret_names(arguments)
+        if names and not consumes:
+            return refusal(tool, names)
         missing = self.missing(arguments)
         if missing:
-            names = ", ".join(missing)
+            listed = ", ".join(missing)
             return ToolResult(
-                f"No secret named {names} in the vault. Ask the owner to add it "
+                f"No secret named {listed} in the vault. Ask the owner to add it "
                 f"(`nightowl secrets set {missing[0]}`), then try again.",
                 is_error=True,
             )
         return self.substitute(arguments)
 
-    def parse(
-        self, tools: ToolRegistry, tool: str, effect: str, arguments: dict[str, Any]
-    ) -> BaseModel | ToolResult:
+    def parse(self, tools: ToolRegistry, tool: str, effect: str, arguments: dict[str, Any]) -> Any:
         """The tool's validated arguments with secrets substituted, or an error result."""
-        given = self.arguments_for(tool, effect, arguments)
+        known = tools.get(tool)
+        consumes = known is not None and known.uses_secrets
+        given = self.arguments_for(tool, consumes, arguments)
         return given if isinstance(given, ToolResult) else tools.parse_arguments(tool, given)
 
     def redact_result(self, result: ToolResult) -> ToolResult:
         """The tool's result with every secret value replaced by its reference."""
-        if not self.values:
+        if not self.redactor:
             return result
         return ToolResult(
             self.redact(result.content),

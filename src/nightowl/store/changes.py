@@ -11,8 +11,10 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import psycopg
 from sqlalchemy import event, text
@@ -61,7 +63,9 @@ def record_changes(session: Session, changes: list[Change]) -> None:
         session.info.setdefault("changes", []).extend(changes)
 
 
-class _Subscriber:
+class Subscription:
+    """One listener's queue of changes (an SSE connection's)."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.queue: asyncio.Queue[Change] = asyncio.Queue(maxsize=10_000)
@@ -72,13 +76,29 @@ class _Subscriber:
         if not self.queue.full():
             self.queue.put_nowait(change)
 
+    async def next(self, timeout: float, until: asyncio.Event | None = None) -> Change | None:
+        """The next change, or None when none came within `timeout` seconds (or `until` was
+        set first)."""
+        get = asyncio.ensure_future(self.queue.get())
+        waits: set[asyncio.Future[Any]] = {get}
+        if until is not None:
+            waits.add(asyncio.ensure_future(until.wait()))
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        if get.done() and not get.cancelled():
+            return get.result()
+        return None
+
 
 class ChangeFeed:
     """Fans change notifications out to subscribers (SSE connections) in this process."""
 
     def __init__(self, database: Database) -> None:
         self._database = database
-        self._subscribers: set[_Subscriber] = set()
+        self._subscribers: set[Subscription] = set()
         self._lock = threading.Lock()
         self._listener: threading.Thread | None = None
         self._stop = threading.Event()
@@ -104,18 +124,19 @@ class ChangeFeed:
             except RuntimeError:  # the subscriber's loop has closed
                 self._discard(subscriber)
 
-    def _discard(self, subscriber: _Subscriber) -> None:
+    def _discard(self, subscriber: Subscription) -> None:
         with self._lock:
             self._subscribers.discard(subscriber)
 
-    async def subscribe(self) -> AsyncIterator[Change]:
-        """Every change published from now on, until the caller stops iterating."""
-        subscriber = _Subscriber(asyncio.get_running_loop())
+    @contextmanager
+    def subscription(self) -> Iterator[Subscription]:
+        """Every change published while the block runs (leaving it needs no await, so a
+        client that goes away mid-stream leaves nothing behind)."""
+        subscriber = Subscription(asyncio.get_running_loop())
         with self._lock:
             self._subscribers.add(subscriber)
         try:
-            while True:
-                yield await subscriber.queue.get()
+            yield subscriber
         finally:
             self._discard(subscriber)
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from nightowl.store.changes import Change, record_change, record_changes
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
+from nightowl.store.push import plan_pushes
 from nightowl.store.tables import Conversation, Message, utcnow
 
 KINDS = ("direct", "group")
@@ -147,7 +148,7 @@ def list_conversations(session: Session, user_id: str) -> list[ConversationInfo]
     """The user's conversations, most recently active first."""
     rows = session.scalars(
         select(Conversation)
-        .where(Conversation.owner_id == user_id)
+        .where(Conversation.owner_id == user_id, Conversation.kind != "helper")
         .order_by(Conversation.updated_at.desc())
     )
     return [conversation_info(row) for row in rows]
@@ -210,6 +211,9 @@ def append_messages(
     last_seq, owner_id = bumped
     messages = _messages(conversation_id, new, last_seq, now)
     connection.execute(_INSERT_MESSAGE, [message.__dict__ for message in messages])
+    # Whatever deserves a push gets its deliveries in this transaction (store/push.py). The
+    # many-conversations path below carries only arrivals (router batches), never pushed.
+    plan_pushes(session, owner_id, messages)
     record_change(
         session,
         Change(
@@ -412,3 +416,22 @@ def title_if_untitled(session: Session, conversation_id: str, text: str) -> None
         .where(Conversation.id == conversation_id, Conversation.title == "")
         .values(title=title)
     )
+
+
+def recent_exchanges(
+    session: Session, conversation_id: str, limit: int = 200
+) -> tuple[list[str], list[str]]:
+    """What the agent told the conversation's owner lately, across all of their
+    conversations, and what people asked in them (the newest `limit` messages)."""
+    owner = select(Conversation.owner_id).where(Conversation.id == conversation_id)
+    rows = session.execute(
+        select(Message.role, Message.body)
+        .join(Conversation, Conversation.id == Message.conversation_id)
+        .where(Conversation.owner_id == owner.scalar_subquery())
+        .where(Message.role.in_(("user", "agent")))
+        .order_by(Message.created_at.desc())
+        .limit(limit)
+    ).all()
+    said = [body for role, body in rows if role == "agent"]
+    asked = [body for role, body in rows if role == "user"]
+    return said, asked

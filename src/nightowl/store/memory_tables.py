@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     ForeignKey,
     Index,
@@ -19,7 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from nightowl.store.tables import Base, utcnow
+from nightowl.store.tables import Base, BigId, utcnow
 
 
 class MemoryFact(Base):
@@ -39,7 +40,7 @@ class MemoryFact(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
-    use_count: Mapped[int] = mapped_column(Integer, default=0)
+    use_count: Mapped[int] = mapped_column(BigInteger, default=0)
     archived_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
@@ -53,9 +54,12 @@ class WorkLogEntry(Base):
     conversation_id: Mapped[str | None] = mapped_column(String(64), default=None)
     turn_id: Mapped[str | None] = mapped_column(String(200), default=None, unique=True)
     summary: Mapped[str] = mapped_column(Text)
+    # The trust of what the entry was made from: owner | member | untrusted (a turn that read
+    # outside text writes an untrusted entry; the prompt shows it fenced).
+    trust: Mapped[str] = mapped_column(String(16), default="owner")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
-    use_count: Mapped[int] = mapped_column(Integer, default=0)
+    use_count: Mapped[int] = mapped_column(BigInteger, default=0)
     archived_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
@@ -68,6 +72,8 @@ class MemoryNote(Base):
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     conversation_id: Mapped[str | None] = mapped_column(String(64), default=None)
     text: Mapped[str] = mapped_column(Text)
+    # agent | untrusted (written in a turn that read outside text; shown fenced).
+    trust: Mapped[str] = mapped_column(String(16), default="agent")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime] = mapped_column()
 
@@ -84,6 +90,9 @@ class Skill(Base):
     description: Mapped[str] = mapped_column(String(300))
     body: Mapped[str] = mapped_column(Text)
     created_by: Mapped[str] = mapped_column(String(16))  # agent | owner
+    # owner | agent | untrusted (written in a turn that read outside text; approval does not
+    # change it, only the owner's own rewrite does).
+    trust: Mapped[str] = mapped_column(String(16), default="owner")
     approved: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -129,7 +138,7 @@ class MemoryIndexRow(Base):
         UniqueConstraint("kind", "item_id", name="uq_memory_index_item"),
         Index("ix_memory_index_user", "user_id", "kind"),
     )
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     kind: Mapped[str] = mapped_column(String(16))  # message | fact | log | note | skill
     item_id: Mapped[str] = mapped_column(String(64))
     user_id: Mapped[str] = mapped_column(String(64))
@@ -148,7 +157,7 @@ class MemoryVector(Base):
     )
     # Grows with every vector written: (count, max id) of a user's vectors tells a cached
     # matrix whether it is still current.
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     kind: Mapped[str] = mapped_column(String(16))
     item_id: Mapped[str] = mapped_column(String(64))
     user_id: Mapped[str] = mapped_column(String(64))

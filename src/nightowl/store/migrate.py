@@ -20,12 +20,13 @@ def _config() -> Config:
     return config
 
 
-def upgrade(database: Database) -> None:
-    """Bring the store's schema to the newest revision (a no-op when it is there)."""
+def upgrade(database: Database, revision: str = "head") -> None:
+    """Bring the store's schema to the newest revision, or to `revision` (tests of a data
+    migration); a no-op when it is there."""
     config = _config()
     with database.engine.begin() as connection:
         config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+        command.upgrade(config, revision)
 
 
 def revision_status(database: Database) -> tuple[str | None, str]:

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from nightowl.store.conversations import MessageInfo, append_message, find_by_client_id
+from nightowl.store.helpers import surface_of
 
 
 def deliver_to_user(
@@ -20,7 +21,14 @@ def deliver_to_user(
     meta: dict[str, Any] | None = None,
     role: str = "agent",
 ) -> MessageInfo:
-    """Post the agent's message once per `key` (derived from the workflow and its step)."""
+    """Post the agent's message once per `key` (derived from the workflow and its step). A
+    helper has no audience of its own: what it shows the owner (an approval, a draft)
+    appears in its parent conversation, saying which helper asks."""
+    surface = surface_of(session, conversation_id)
+    if surface != conversation_id:
+        meta = {**(meta or {}), "helper_conversation": conversation_id}
+        body = f"**A helper asks** (working on this conversation's behalf):\n\n{body}"
+        conversation_id = surface
     existing = find_by_client_id(session, conversation_id, key)
     if existing is not None:
         return existing

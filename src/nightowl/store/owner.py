@@ -1,4 +1,5 @@
-"""The owner's first access token, kept in a 0600 file so `make run` can print it."""
+"""The owner's first access token, kept in a 0600 file: printed when it is made, shown again by
+`nightowl token`, never written to the server's log after that."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from nightowl.store.database import Database
 from nightowl.store.users import create_token, ensure_owner, token_is_live
 
 
-def ensure_owner_token(database: Database, token_file: Path) -> str:
-    """The owner's token from `token_file` while it still works; otherwise a new one."""
+def ensure_owner_token(database: Database, token_file: Path) -> tuple[str, bool]:
+    """The owner's token from `token_file` while it still works, or a new one; True when new."""
     if token_file.exists():
         secret = token_file.read_text().strip()
         with database.read() as session:
             if secret and token_is_live(session, secret):
-                return secret
+                return secret, False
     with database.write() as session:
         owner = ensure_owner(session)
         _, secret = create_token(session, owner.id, "owner (first start)")
@@ -25,4 +26,13 @@ def ensure_owner_token(database: Database, token_file: Path) -> str:
     with os.fdopen(fd, "w") as handle:
         handle.write(secret + "\n")
     os.replace(temporary, token_file)
-    return secret
+    return secret, True
+
+
+def owner_token(database: Database, token_file: Path) -> str | None:
+    """The owner's token kept in `token_file`, when it still works."""
+    if not token_file.exists():
+        return None
+    secret = token_file.read_text().strip()
+    with database.read() as session:
+        return secret if secret and token_is_live(session, secret) else None

@@ -166,6 +166,34 @@ def question_states(session: Session, questions: list[MessageInfo]) -> dict[str,
     }
 
 
+def open_question(session: Session, conversation_id: str) -> MessageInfo | None:
+    """The question a running turn of the conversation waits on, unanswered, if any."""
+    row = session.scalars(
+        select(Message)
+        .join(Turn, Turn.waiting_on == Message.id)
+        .where(
+            Message.conversation_id == conversation_id,
+            Message.answer_id.is_(None),
+            Turn.status == "running",
+        )
+        .order_by(Message.seq.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else message_info(row)
+
+
+def answer_in_words(controls: dict[str, Any], text: str) -> dict[str, Any] | None:
+    """The answer a plain reply gives (a button's label or value; "send" or "discard" for a
+    draft), or None when the reply is no answer."""
+    said = text.strip().splitlines()[0].strip(" *_.!\"'`").casefold() if text.strip() else ""
+    for button in controls.get("buttons") or []:
+        if said in (str(button["label"]).casefold(), str(button["value"]).casefold()):
+            return {"value": button["value"]}
+    if "draft" in controls and said in ("send", "discard"):
+        return {"action": said}
+    return None
+
+
 def answered_but_waiting(session: Session) -> list[tuple[str, str]]:
     """(turn id, question id) of turns still waiting on a question that has its answer.
 

@@ -1,4 +1,5 @@
-"""Routines: scheduled prompts. Those the agent proposes stay inactive until the owner approves."""
+"""Routines: scheduled prompts. Those the agent proposes stay inactive until the owner approves;
+one proposed in a turn that read outside text fires as untrusted (approval does not change it)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.errors import Invalid, NotFound
-from nightowl.store.ids import new_id
-from nightowl.store.tables import Conversation, Routine, utcnow
+from nightowl.store.ids import keyed_id, new_id
+from nightowl.store.tables import Conversation, Routine, User, utcnow
 
 STATUSES = ("pending_approval", "active", "paused")
 
@@ -32,6 +33,7 @@ class RoutineInfo:
     created_by: str
     created_at: datetime
     last_fired_at: datetime | None
+    trust: str = "owner"
 
 
 def _info(row: Routine) -> RoutineInfo:
@@ -47,6 +49,7 @@ def _info(row: Routine) -> RoutineInfo:
         row.created_by,
         row.created_at,
         row.last_fired_at,
+        row.trust,
     )
 
 
@@ -76,8 +79,13 @@ def create_routine(
     cron: str,
     timezone: str,
     created_by: str,
+    key: str | None = None,
+    trust: str = "owner",
 ) -> RoutineInfo:
-    """Store a routine: active when the owner made it, pending approval when the agent did."""
+    """Store a routine: active when a person (owner or member) made it, pending approval when
+    the agent did; its firings carry `trust` (`untrusted` for one the agent proposed in a turn
+    that read outside text); once per `key` (a tool call run again after a crash finds the
+    routine it made)."""
     validate_schedule(cron, timezone)
     if not name.strip() or len(name) > 200:
         raise Invalid("a routine needs a name of 1 to 200 characters")
@@ -86,20 +94,33 @@ def create_routine(
     conversation = session.get(Conversation, conversation_id)
     if conversation is None or conversation.owner_id != owner_id:
         raise NotFound(f"no conversation {conversation_id!r}")
+    routine_id = new_id("rtn") if key is None else keyed_id("rtn", key)
+    if key is not None and (existing := session.get(Routine, routine_id)) is not None:
+        return _info(existing)
     row = Routine(
-        id=new_id("rtn"),
+        id=routine_id,
         owner_id=owner_id,
         conversation_id=conversation_id,
         name=name.strip(),
         prompt=prompt,
         cron=cron,
         timezone=timezone,
-        status="active" if created_by == "owner" else "pending_approval",
+        status="pending_approval" if created_by == "agent" else "active",
         created_by=created_by,
+        trust=trust,
     )
     session.add(row)
     session.flush()
     return _info(row)
+
+
+def routine_trust(session: Session, routine: RoutineInfo) -> str:
+    """The trust a routine's firing carries: untrusted when it was proposed from outside text,
+    else its owner's role (a member's routine never speaks as the owner)."""
+    if routine.trust == "untrusted":
+        return "untrusted"
+    role = session.scalar(select(User.role).where(User.id == routine.owner_id))
+    return routine.trust if role == "owner" else "member"
 
 
 def get_routine(session: Session, routine_id: str, owner_id: str | None = None) -> RoutineInfo:

@@ -47,6 +47,11 @@ class UtcDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+# A number that grows with use (sequence numbers, row ids): 64-bit everywhere. SQLite's integers
+# are 64-bit already, and only its `INTEGER PRIMARY KEY` spelling autoincrements.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
 class Base(DeclarativeBase):
     """Declarative base of every app-store table."""
 
@@ -87,9 +92,9 @@ class Conversation(Base):
     channel: Mapped[str] = mapped_column(String(32))  # web, cli, slack, email, webhook, ...
     external_key: Mapped[str | None] = mapped_column(String(300), default=None)
     title: Mapped[str] = mapped_column(String(300), default="")
-    last_seq: Mapped[int] = mapped_column(Integer, default=0)
+    last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     # How far the owner has read (on any device): messages after it count as unread.
-    read_seq: Mapped[int] = mapped_column(Integer, default=0)
+    read_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     # When the provider cache was last warmed for it (the owner was typing).
     warmed_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -104,10 +109,11 @@ class Message(Base):
         UniqueConstraint("conversation_id", "seq", name="uq_message_seq"),
         UniqueConstraint("conversation_id", "client_id", name="uq_message_client_id"),
         Index("ix_messages_unclaimed", "conversation_id", "turn_id"),
+        Index("ix_messages_created", "created_at"),
     )
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
-    seq: Mapped[int] = mapped_column(Integer)
+    seq: Mapped[int] = mapped_column(BigInteger)
     author_id: Mapped[str | None] = mapped_column(String(64), default=None)
     role: Mapped[str] = mapped_column(String(16))  # user | agent | notice
     body: Mapped[str] = mapped_column(Text)
@@ -148,14 +154,17 @@ class Turn(Base):
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
     status: Mapped[str] = mapped_column(String(16))  # queued | running | done | failed
     priority: Mapped[int] = mapped_column(Integer)
-    batch_first_seq: Mapped[int | None] = mapped_column(Integer, default=None)
-    batch_last_seq: Mapped[int | None] = mapped_column(Integer, default=None)
+    batch_first_seq: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    batch_last_seq: Mapped[int | None] = mapped_column(BigInteger, default=None)
     activity: Mapped[str] = mapped_column(String(200), default="")
     # The question (message id) the turn's workflow is waiting to hear an answer to.
     waiting_on: Mapped[str | None] = mapped_column(String(64), default=None)
     # The routine whose firing this turn answers (its spending counts against the routine).
     routine_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
     error: Mapped[str | None] = mapped_column(Text, default=None)
+    # Starts of the turn's workflow (first run and recoveries) since it last made progress:
+    # how many times in a row a process died while it ran (engine/parking.py).
+    starts_without_progress: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
@@ -183,7 +192,7 @@ class TranscriptEntry(Base):
         UniqueConstraint("conversation_id", "entry_key", name="uq_transcript_key"),
         Index("ix_transcript_order", "conversation_id", "id"),
     )
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
     turn_id: Mapped[str] = mapped_column(String(200), index=True)
     # Derived from the step that wrote it, so a re-run step replaces rather than repeats.
@@ -229,11 +238,63 @@ class ToolRun(Base):
     conversation_id: Mapped[str] = mapped_column(String(64), index=True)
     turn_id: Mapped[str] = mapped_column(String(200), index=True)
     call_id: Mapped[str] = mapped_column(String(200))
+    # The step this run belongs to ("<turn>:tool:<step>.<index>"): a run of the same step that
+    # started and never finished means an earlier attempt died while the tool ran.
+    step_key: Mapped[str | None] = mapped_column(String(300), index=True, default=None)
     tool: Mapped[str] = mapped_column(String(100))
     effect: Mapped[str] = mapped_column(String(16))
     is_error: Mapped[bool] = mapped_column(default=False)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Helper(Base):
+    """A helper: a sub-agent with a conversation of its own (its transcript), working for a
+    parent conversation; each task it is given is a run (a workflow and a `turns` row)."""
+
+    __tablename__ = "helpers"
+    __table_args__ = (Index("ix_helpers_parent", "parent_conversation_id", "created_at"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    parent_conversation_id: Mapped[str] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    # Its own transcript, pin and budget: a conversation of kind "helper", shown to nobody.
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), unique=True)
+    name: Mapped[str | None] = mapped_column(String(100), default=None)
+    kind: Mapped[str] = mapped_column(String(16))  # general | computer | isolated
+    status: Mapped[str] = mapped_column(String(16))  # queued | running | done | failed | stopped
+    task: Mapped[str] = mapped_column(Text)  # the current task, as given
+    run_id: Mapped[str] = mapped_column(String(200))  # the current task's workflow id
+    runs: Mapped[int] = mapped_column(Integer, default=1)
+    progress: Mapped[str] = mapped_column(String(300), default="")  # its last step, in words
+    report: Mapped[str | None] = mapped_column(Text, default=None)
+    report_trust: Mapped[str] = mapped_column(String(16), default="agent")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class StepResult(Base):
+    """What a durable step that writes to the store returned, committed in the same
+    transaction as its writes: a re-run of the step (the process died before DBOS recorded
+    it) returns this instead of doing its work again."""
+
+    __tablename__ = "step_results"
+    key: Mapped[str] = mapped_column(String(300), primary_key=True)
+    result: Mapped[Any] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class OutputBlob(Base):
+    """A large tool output kept in the blob store: whose it is and the trust of its source
+    (reading it back with read_output carries that trust; another user cannot read it)."""
+
+    __tablename__ = "output_blobs"
+    owner_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    reference: Mapped[str] = mapped_column(String(80), primary_key=True)
+    trust: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Webhook(Base):
@@ -249,6 +310,17 @@ class Webhook(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class WebhookSignature(Base):
+    """A signed delivery seen within the signature window: the same signed body may come back
+    only as a retry of the same delivery, never as another one (a replay)."""
+
+    __tablename__ = "webhook_signatures"
+    hook_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)  # of "<timestamp>.<body>"
+    delivery: Mapped[str] = mapped_column(String(200))
+    seen_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+
+
 class Routine(Base):
     """A scheduled prompt ("every weekday at 8:00, summarise …") that wakes its conversation."""
 
@@ -261,7 +333,11 @@ class Routine(Base):
     cron: Mapped[str] = mapped_column(String(100))
     timezone: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(20))  # pending_approval | active | paused
-    created_by: Mapped[str] = mapped_column(String(16))  # owner | agent
+    created_by: Mapped[str] = mapped_column(String(16))  # owner | member | agent
+    # The trust its firings carry: owner, or untrusted when the agent proposed it in a turn
+    # that read outside text (approving it does not change that); a member's fire as the
+    # member's (store/routines.routine_trust).
+    trust: Mapped[str] = mapped_column(String(16), default="owner")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_fired_at: Mapped[datetime | None] = mapped_column(default=None)
 
@@ -301,7 +377,7 @@ class Compaction(Base):
     __table_args__ = (Index("ix_compactions_conversation", "conversation_id", "created_at"),)
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
-    through_entry_id: Mapped[int] = mapped_column(Integer)
+    through_entry_id: Mapped[int] = mapped_column(BigInteger)
     entry: Mapped[dict[str, Any]] = mapped_column()
     model_call_id: Mapped[str | None] = mapped_column(String(64), default=None)
     tokens_before: Mapped[int] = mapped_column(Integer)
@@ -328,7 +404,7 @@ class AuditEvent(Base):
         UniqueConstraint("event_key", name="uq_audit_event_key"),
         Index("ix_audit_owner_id", "owner_id", "id"),
     )
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     # Derived from the step that wrote it, so a re-run step never logs twice.
     event_key: Mapped[str] = mapped_column(String(300))
     owner_id: Mapped[str] = mapped_column(String(64))
@@ -354,6 +430,8 @@ class SecretRow(Base):
     owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(100))
     ciphertext: Mapped[str] = mapped_column(Text)
+    # Where the secret may be sent without the owner's approval (safety/destinations.py).
+    allowed_hosts: Mapped[list[str]] = mapped_column(JSON, default=list)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -374,3 +452,54 @@ class SendRecord(Base):
     error: Mapped[str | None] = mapped_column(Text, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class PushSubscription(Base):
+    """A device that takes Web Push for its user (the browser's PushSubscription)."""
+
+    __tablename__ = "push_subscriptions"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    endpoint: Mapped[str] = mapped_column(String(1000), unique=True)
+    p256dh: Mapped[str] = mapped_column(String(200))  # the device's public key (base64url)
+    auth: Mapped[str] = mapped_column(String(100))  # its authentication secret (base64url)
+    device: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_sent_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class PushDelivery(Base):
+    """One push of one message to one device: decided in the transaction that stored the
+    message, sent once by the push sender (channels/webpush.py)."""
+
+    __tablename__ = "push_deliveries"
+    __table_args__ = (Index("ix_push_deliveries_due", "status", "not_before"),)
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)  # "<message>:<subscription>"
+    message_id: Mapped[str] = mapped_column(String(64), index=True)
+    subscription_id: Mapped[str] = mapped_column(
+        ForeignKey("push_subscriptions.id", ondelete="CASCADE"), index=True
+    )
+    user_id: Mapped[str] = mapped_column(String(64))
+    urgent: Mapped[bool] = mapped_column(default=False)  # a deadline: goes through quiet hours
+    # pending | sent | dropped (answered or read first) | failed
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    not_before: Mapped[datetime] = mapped_column(default=utcnow)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class PushSettings(Base):
+    """A user's push preferences: quiet hours (only deadlines come through) and whether a
+    push may carry message text (a push service is a third party: off by default)."""
+
+    __tablename__ = "push_settings"
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    quiet_start: Mapped[str | None] = mapped_column(String(5), default=None)  # "22:00"
+    quiet_end: Mapped[str | None] = mapped_column(String(5), default=None)  # "07:00"
+    timezone: Mapped[str] = mapped_column(String(64), default="UTC")
+    include_text: Mapped[bool] = mapped_column(default=False)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -7,32 +7,44 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from nightowl.harness.pins import PromptPin
 from nightowl.store.compactions import latest_compaction
 from nightowl.store.ids import new_id
-from nightowl.store.tables import ModelCall, PromptPinRow, ToolRun, TranscriptEntry, utcnow
+from nightowl.store.tables import (
+    ModelCall,
+    PromptPinRow,
+    ToolRun,
+    TranscriptEntry,
+    utcnow,
+)
 
 
 def put_entry(
     session: Session, conversation_id: str, turn_id: str, key: str, payload: dict[str, Any]
 ) -> None:
-    """Append an entry once per key (a re-run step overwrites its own entry in place)."""
-    row = session.scalar(
-        select(TranscriptEntry).where(
-            TranscriptEntry.conversation_id == conversation_id, TranscriptEntry.entry_key == key
+    """Append an entry once per key (a re-run step overwrites its own entry in place). One
+    statement: every step writes one."""
+    session.flush()  # Core on the session's connection: what the session holds goes first
+    connection = session.connection()
+    values = {
+        "conversation_id": conversation_id,
+        "turn_id": turn_id,
+        "entry_key": key,
+        "payload": payload,
+        "created_at": utcnow(),
+    }
+    insert_ = pg_insert if connection.dialect.name == "postgresql" else sqlite_insert
+    statement = insert_(TranscriptEntry).values(**values)
+    connection.execute(
+        statement.on_conflict_do_update(
+            index_elements=["conversation_id", "entry_key"],
+            set_={"payload": statement.excluded.payload},
         )
     )
-    if row is None:
-        session.add(
-            TranscriptEntry(
-                conversation_id=conversation_id, turn_id=turn_id, entry_key=key, payload=payload
-            )
-        )
-    else:
-        row.payload = payload
-    session.flush()
 
 
 def put_entries(
@@ -88,6 +100,13 @@ def load_transcript(session: Session, conversation_id: str) -> list[dict[str, An
     return [compaction.entry, *entries] if compaction else entries
 
 
+def transcript_keys(session: Session, turn_id: str) -> list[str]:
+    """The keys of the entries one turn (or helper run) wrote."""
+    return list(
+        session.scalars(select(TranscriptEntry.entry_key).where(TranscriptEntry.turn_id == turn_id))
+    )
+
+
 def load_turn_entries(session: Session, turn_id: str) -> list[dict[str, Any]]:
     """The entries one turn wrote, in order."""
     return list(
@@ -100,13 +119,23 @@ def load_turn_entries(session: Session, turn_id: str) -> list[dict[str, Any]]:
 
 
 def start_model_call(
-    session: Session, conversation_id: str, turn_id: str, step: int, model: str
+    session: Session,
+    conversation_id: str,
+    turn_id: str,
+    step: int,
+    model: str,
+    started_at: datetime | None = None,
 ) -> str:
-    """Record that a model call is starting; returns its id."""
+    """Record that a model call is starting (or started at `started_at`); returns its id."""
     call_id = new_id("mc")
     session.add(
         ModelCall(
-            id=call_id, conversation_id=conversation_id, turn_id=turn_id, step=step, model=model
+            id=call_id,
+            conversation_id=conversation_id,
+            turn_id=turn_id,
+            step=step,
+            model=model,
+            started_at=started_at or utcnow(),
         )
     )
     return call_id
@@ -118,17 +147,26 @@ def finish_model_call(
     usage: dict[str, int],
     error: str | None = None,
     cost_usd: float | None = None,
+    **more: Any,
 ) -> None:
-    """Record a model call's usage and cost (or its error)."""
-    session.execute(
+    """Record a model call's usage and cost (or its error), and `more` of its columns (its
+    request's sections and meter), in one statement."""
+    session.flush()  # a call recorded in this transaction is written first
+    session.connection().execute(
         update(ModelCall)
         .where(ModelCall.id == call_id)
-        .values(finished_at=utcnow(), error=error, cost_usd=cost_usd, **usage)
+        .values(finished_at=utcnow(), error=error, cost_usd=cost_usd, **usage, **more)
     )
 
 
 def start_tool_run(
-    session: Session, conversation_id: str, turn_id: str, call_id: str, tool: str, effect: str
+    session: Session,
+    conversation_id: str,
+    turn_id: str,
+    call_id: str,
+    tool: str,
+    effect: str,
+    step_key: str | None = None,
 ) -> str:
     """Record that a tool starts executing; returns the run's id."""
     run_id = new_id("run")
@@ -140,9 +178,19 @@ def start_tool_run(
             call_id=call_id,
             tool=tool,
             effect=effect,
+            step_key=step_key,
         )
     )
     return run_id
+
+
+def unfinished_tool_run(session: Session, step_key: str) -> str | None:
+    """A run of the step `step_key` that started and never finished (its process died)."""
+    return session.scalar(
+        select(ToolRun.id)
+        .where(ToolRun.step_key == step_key, ToolRun.finished_at.is_(None))
+        .limit(1)
+    )
 
 
 def finish_tool_run(session: Session, run_id: str, is_error: bool) -> None:

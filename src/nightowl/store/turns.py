@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from nightowl.store.changes import Change, record_change
 from nightowl.store.conversations import MessageInfo
 from nightowl.store.errors import NotFound
+from nightowl.store.helpers import surface_of
 from nightowl.store.ids import new_id
 from nightowl.store.tables import Conversation, Message, Trigger, Turn, utcnow
 
@@ -160,6 +161,39 @@ def finish_turn(session: Session, turn_id: str, *, status: str, error: str | Non
     _announce_activity(session, turn_id)
 
 
+def count_start(session: Session, turn_id: str) -> int:
+    """Count a start of the turn's workflow; how many starts since it last made progress.
+
+    A turn that was waiting for an answer did not die while it ran: its count starts afresh.
+    """
+    row = session.get(Turn, turn_id)
+    if row is None:
+        return 0
+    if row.waiting_on is not None:
+        row.starts_without_progress = 0
+    row.starts_without_progress += 1
+    session.flush()
+    return row.starts_without_progress
+
+
+def note_progress(session: Session, turn_id: str) -> None:
+    """The turn finished a step in this run: a later death is not part of a crash loop."""
+    session.execute(update(Turn).where(Turn.id == turn_id).values(starts_without_progress=0))
+
+
+def park_turn(session: Session, turn_id: str, reason: str) -> str | None:
+    """Mark a turn that keeps killing its process as failed (only one still queued or
+    running); its conversation's id, or None when there was nothing to park."""
+    row = session.get(Turn, turn_id)
+    if row is None or row.status not in ("queued", "running"):
+        return None
+    row.status, row.error, row.finished_at = "failed", reason, utcnow()
+    row.activity, row.waiting_on = "", None
+    session.flush()
+    _announce_activity(session, turn_id)
+    return row.conversation_id
+
+
 def get_turn(session: Session, turn_id: str) -> TurnInfo:
     """One turn by id."""
     row = session.get(Turn, turn_id)
@@ -227,6 +261,19 @@ def mark_preempted(session: Session, turn_id: str) -> None:
     _announce_activity(session, turn_id)
 
 
+def mark_preempted_many(session: Session, turn_ids: list[str]) -> None:
+    """The owner cut in: these running turns are preempted (a turn on another worker sees it
+    at its next step and stops)."""
+    if turn_ids:
+        session.execute(
+            update(Turn)
+            .where(Turn.id.in_(turn_ids), Turn.status == "running")
+            .values(status="preempted", finished_at=utcnow(), activity="", waiting_on=None)
+        )
+        for turn_id in turn_ids:
+            _announce_activity(session, turn_id)
+
+
 def mark_interrupted(session: Session, turn_id: str) -> None:
     """The next turn has recorded what this one finished and what was cut off."""
     session.execute(
@@ -243,24 +290,40 @@ def set_activity(session: Session, turn_id: str, activity: str) -> None:
     changes (consecutive steps often say "thinking" again).
     """
     activity = activity[:200]
-    changed = session.execute(
-        update(Turn).where(Turn.id == turn_id, Turn.activity != activity).values(activity=activity)
+    session.flush()  # Core on the session's connection: what the session holds goes first
+    changed = session.connection().execute(
+        _SET_ACTIVITY, {"turn_id": turn_id, "activity": activity}
     )
-    if changed.rowcount:  # type: ignore[attr-defined]
+    if changed.rowcount:
         _announce_activity(session, turn_id)
+
+
+# Prebuilt (Core, on the session's connection): every step of every turn runs it.
+_SET_ACTIVITY = (
+    update(Turn)
+    .where(Turn.id == bindparam("turn_id"), Turn.activity != bindparam("activity"))
+    .values(activity=bindparam("activity"))
+)
 
 
 def _announce_activity(session: Session, turn_id: str) -> None:
     row = session.execute(
-        select(Turn.conversation_id, Conversation.owner_id, Conversation.last_seq)
+        select(
+            Turn.conversation_id, Conversation.owner_id, Conversation.last_seq, Conversation.kind
+        )
         .join(Conversation, Conversation.id == Turn.conversation_id)
         .where(Turn.id == turn_id)
     ).first()
     if row is None:
         raise NotFound(f"no turn {turn_id!r}")
+    conversation_id, seq = row[0], int(row[2] or 0)
+    if row[3] == "helper":  # a helper's run: its parent conversation shows how it goes
+        conversation_id = surface_of(session, conversation_id)
+        found = select(Conversation.last_seq).where(Conversation.id == conversation_id)
+        seq = int(session.scalar(found) or 0)
     record_change(
         session,
-        Change(conversation_id=row[0], owner_id=row[1], seq=row[2], kind="activity"),
+        Change(conversation_id=conversation_id, owner_id=row[1], seq=seq, kind="activity"),
     )
 
 

@@ -7,11 +7,11 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, select
+from sqlalchemy import ColumnElement, Select, bindparam, case, func, select
 from sqlalchemy.orm import Session
 
 from nightowl.harness.guard import Spending
-from nightowl.store.tables import Conversation, ModelCall, Routine, Turn
+from nightowl.store.tables import Conversation, Helper, ModelCall, Routine, Turn
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,7 @@ def usage_report(session: Session, owner_id: str, since: datetime) -> dict[str, 
     ).all()
     conversations = session.execute(
         _owned(select(Conversation.id, Conversation.title, *_sums()), owner_id, since)
+        .where(Conversation.kind != "helper")
         .group_by(Conversation.id, Conversation.title)
         .order_by(func.coalesce(func.sum(ModelCall.cost_usd), 0.0).desc(), Conversation.id)
     ).all()
@@ -103,6 +104,16 @@ def usage_report(session: Session, owner_id: str, since: datetime) -> dict[str, 
         .join(Routine, Routine.id == Turn.routine_id)
         .group_by(Routine.id, Routine.name)
         .order_by(Routine.name)
+    ).all()
+    helpers = session.execute(
+        _owned(
+            select(Helper.id, Helper.name, Helper.parent_conversation_id, *_sums()),
+            owner_id,
+            since,
+        )
+        .join(Helper, Helper.conversation_id == Conversation.id)
+        .group_by(Helper.id, Helper.name, Helper.parent_conversation_id)
+        .order_by(Helper.id)
     ).all()
     return {
         "since": since.isoformat(),
@@ -114,6 +125,15 @@ def usage_report(session: Session, owner_id: str, since: datetime) -> dict[str, 
         ],
         "by_routine": [
             {"routine_id": row[0], "name": row[1], **_totals(row[2:]).to_dict()} for row in routines
+        ],
+        "by_helper": [
+            {
+                "helper_id": row[0],
+                "name": row[1],
+                "conversation_id": row[2],
+                **_totals(row[3:]).to_dict(),
+            }
+            for row in helpers
         ],
     }
 
@@ -146,25 +166,55 @@ def spending_today(session: Session, turn_id: str, midnight: datetime) -> Spendi
         routine_usd = spent_since(session, midnight, routine_id=turn.routine_id)
         routine = session.get(Routine, turn.routine_id)
         routine_name = routine.name if routine is not None else turn.routine_id
-    # The conversation's tokens and dollars in one pass over today's calls (every model call
-    # checks them).
-    tokens, dollars = session.execute(
-        select(
-            func.coalesce(
-                func.sum(
-                    ModelCall.input_tokens
-                    + ModelCall.cache_read_tokens
-                    + ModelCall.cache_write_tokens
-                    + ModelCall.output_tokens
-                ),
-                0,
-            ),
-            func.coalesce(func.sum(ModelCall.cost_usd), 0.0),
-        ).where(ModelCall.conversation_id == turn.conversation_id, ModelCall.started_at >= midnight)
+    # The conversation's tokens and dollars, and those of every conversation of its owner (a
+    # member cannot spend without bound by opening new ones), in one pass over today's calls:
+    # every model call checks them.
+    tokens, dollars, user_tokens, user_dollars = session.execute(
+        _TODAY, {"conversation_id": turn.conversation_id, "midnight": midnight}
     ).one()
     return Spending(
         tokens=int(tokens or 0),
         conversation_usd=float(dollars or 0.0),
         routine_usd=routine_usd,
         routine_name=routine_name,
+        user_tokens=int(user_tokens or 0),
+        user_usd=float(user_dollars or 0.0),
     )
+
+
+_TOTALS = (
+    func.coalesce(
+        func.sum(
+            ModelCall.input_tokens
+            + ModelCall.cache_read_tokens
+            + ModelCall.cache_write_tokens
+            + ModelCall.output_tokens
+        ),
+        0,
+    ),
+    func.coalesce(func.sum(ModelCall.cost_usd), 0.0),
+)
+
+
+_TOKENS = (
+    ModelCall.input_tokens
+    + ModelCall.cache_read_tokens
+    + ModelCall.cache_write_tokens
+    + ModelCall.output_tokens
+)
+_MINE = ModelCall.conversation_id == bindparam("conversation_id")
+_OWNER = (
+    select(Conversation.owner_id)
+    .where(Conversation.id == bindparam("conversation_id"))
+    .scalar_subquery()
+)
+_TODAY = (
+    select(
+        func.coalesce(func.sum(case((_MINE, _TOKENS), else_=0)), 0),
+        func.coalesce(func.sum(case((_MINE, ModelCall.cost_usd), else_=0.0)), 0.0),
+        func.coalesce(func.sum(_TOKENS), 0),
+        func.coalesce(func.sum(ModelCall.cost_usd), 0.0),
+    )
+    .join(Conversation, Conversation.id == ModelCall.conversation_id)
+    .where(Conversation.owner_id == _OWNER, ModelCall.started_at >= bindparam("midnight"))
+)

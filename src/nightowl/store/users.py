@@ -111,6 +111,18 @@ def user_for_token(session: Session, secret: str) -> UserInfo | None:
     return None if row is None else UserInfo(id=row.id, name=row.name, role=row.role)
 
 
+def live_token_hashes(session: Session, token_hashes: list[str]) -> set[str]:
+    """Which of these token hashes belong to live (unrevoked) tokens."""
+    if not token_hashes:
+        return set()
+    rows = session.scalars(
+        select(AccessToken.token_hash).where(
+            AccessToken.token_hash.in_(token_hashes), AccessToken.revoked_at.is_(None)
+        )
+    )
+    return set(rows)
+
+
 def token_is_live(session: Session, secret: str) -> bool:
     """Whether this secret is a known, unrevoked token."""
     return user_for_token(session, secret) is not None

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import delete, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from nightowl.store.conversations import create_conversation
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
-from nightowl.store.tables import Webhook
+from nightowl.store.tables import Webhook, WebhookSignature, utcnow
 
 
 @dataclass(frozen=True)
@@ -72,3 +73,30 @@ def hook_secret(session: Session, hook_id: str) -> tuple[WebhookInfo, str] | Non
     """A webhook and its secret, for verifying a delivery."""
     row = session.get(Webhook, hook_id)
     return None if row is None else (_info(row), row.secret)
+
+
+def remember_signature(
+    session: Session, hook_id: str, digest: str, delivery: str, window_s: float
+) -> str:
+    """Record a signed delivery (by the digest of what its signature covers) and return the
+    delivery id it was first seen with: another id means the signed body was replayed.
+    Records older than twice the signature window are forgotten on the way."""
+    now = utcnow()
+    session.execute(
+        delete(WebhookSignature).where(
+            WebhookSignature.hook_id == hook_id,
+            WebhookSignature.seen_at < now - timedelta(seconds=2 * window_s),
+        )
+    )
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    session.execute(
+        dialect.insert(WebhookSignature)
+        .values(hook_id=hook_id, digest=digest, delivery=delivery, seen_at=now)
+        .on_conflict_do_nothing(index_elements=[WebhookSignature.hook_id, WebhookSignature.digest])
+    )
+    first = session.scalar(
+        select(WebhookSignature.delivery).where(
+            WebhookSignature.hook_id == hook_id, WebhookSignature.digest == digest
+        )
+    )
+    return str(first)

@@ -61,6 +61,12 @@ class BrowserActArgs(BaseModel):
     )
     x: float | None = Field(default=None, description="Pixel click only, when no ref works.")
     y: float | None = Field(default=None, description="Pixel click only, when no ref works.")
+    origin: str | None = Field(
+        default=None,
+        max_length=300,
+        description="The page you expect to act on, as https://host; refused if the page is "
+        "elsewhere. Give it when value uses a secret ({{secret:NAME}}).",
+    )
 
 
 class BrowserScreenshotArgs(BaseModel):
@@ -199,6 +205,12 @@ def browser_tools(browsers: Browsers) -> list[Tool]:
 
         async def work(session: BrowserSession) -> ToolResult:
             page = session.current_page()
+            if args.origin is not None and not same_origin(page.url, args.origin):
+                return ToolResult(
+                    f"Not done: the page is {page.url[:200]}, not on {args.origin}. Open the "
+                    "page you meant first (a secret goes only where it was meant to go).",
+                    True,
+                )
             ref = _clean_ref(args.ref)
             target = page.locator(f"aria-ref={ref}") if ref else None
             if target is not None and await target.count() == 0:
@@ -239,6 +251,7 @@ def browser_tools(browsers: Browsers) -> list[Tool]:
             arguments=BrowserOpenArgs,
             run=open_page,
             activity="browsing the web",
+            uses_secrets=True,
         ),
         Tool(
             name="browser_read",
@@ -255,6 +268,7 @@ def browser_tools(browsers: Browsers) -> list[Tool]:
             arguments=BrowserActArgs,
             run=act,
             activity="using a web page",
+            uses_secrets=True,  # typed into the page at `origin`, checked before it acts
         ),
         Tool(
             name="browser_screenshot",
@@ -265,6 +279,22 @@ def browser_tools(browsers: Browsers) -> list[Tool]:
             activity="looking at a web page",
         ),
     ]
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or {"https": 443, "http": 80}.get(scheme)
+    except ValueError:
+        port = -1
+    return scheme, (parts.hostname or "").rstrip("."), port
+
+
+def same_origin(url: str, origin: str) -> bool:
+    """Whether the page at `url` is on `origin` (scheme, host and port)."""
+    page, expected = _origin(url), _origin(origin)
+    return bool(expected[1]) and page == expected
 
 
 def _clean_ref(ref: str | None) -> str | None:

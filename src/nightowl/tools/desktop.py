@@ -234,6 +234,7 @@ def desktop_tools(desktops: Desktops) -> list[Tool]:
             arguments=TypeArgs,
             run=_type(desktops),
             activity="typing on the desktop",
+            uses_secrets=True,  # held for the owner when the computer can reach the network
         ),
         Tool(
             name="desktop_key",

@@ -155,6 +155,7 @@ FILE_TOOLS = [
         arguments=WriteFileArgs,
         run=_write_file,
         activity="writing a file",
+        output_trust="agent",  # a confirmation in nightowl's words
     ),
     Tool(
         name="list_files",

@@ -18,6 +18,7 @@ from nightowl.memory.skills import (
     write_skill,
 )
 from nightowl.memory.worklog import mark_used as mark_log_used
+from nightowl.safety.provenance import written_trust
 from nightowl.store.errors import StoreError
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
 
@@ -95,7 +96,13 @@ async def _write_note(args: WriteNoteArgs, ctx: ToolContext) -> ToolResult:
     def store() -> str:
         with ctx.database.write() as session:
             note = write_note(
-                session, ctx.owner_id, args.text, args.expires_in_minutes, ctx.conversation_id
+                session,
+                ctx.owner_id,
+                args.text,
+                args.expires_in_minutes,
+                ctx.conversation_id,
+                key=f"{ctx.turn_id}:{ctx.call_id}",
+                trust=written_trust(session, ctx.conversation_id),
             )
             return f"{note.expires_at:%Y-%m-%d %H:%M} UTC"
 
@@ -113,15 +120,22 @@ class ReadSkillArgs(BaseModel):
 
 
 async def _read_skill(args: ReadSkillArgs, ctx: ToolContext) -> ToolResult:
-    def load() -> tuple[str, bool]:
+    def load() -> tuple[str, bool, str]:
         with ctx.database.read() as session:
             skill = skill_by_name(session, ctx.owner_id, args.name.strip())
-            return f"# {skill.name}\n{skill.description}\n\n{skill.body}", skill.approved
+            text = f"# {skill.name}\n{skill.description}\n\n{skill.body}"
+            return text, skill.approved, skill.trust
 
     try:
-        text, approved = await asyncio.to_thread(load)
+        text, approved, trust = await asyncio.to_thread(load)
     except StoreError as error:
         return ToolResult(f"{error}. Use one of the skill names in your prompt.", is_error=True)
+    if trust == "untrusted":
+        # Written in a turn that read outside text: data, even once the owner approved it.
+        return ToolResult(
+            "This skill was written from content not from the owner.\n" + text,
+            meta={"untrusted": True},
+        )
     if approved:
         return ToolResult(text)
     # Not yet reviewed by the owner: a how-to to weigh, not instructions to follow.
@@ -143,7 +157,10 @@ class WriteSkillArgs(BaseModel):
 async def _write_skill(args: WriteSkillArgs, ctx: ToolContext) -> ToolResult:
     def store() -> None:
         with ctx.database.write() as session:
-            write_skill(session, ctx.owner_id, args.name, args.description, args.body, "agent")
+            trust = written_trust(session, ctx.conversation_id)
+            write_skill(
+                session, ctx.owner_id, args.name, args.description, args.body, "agent", trust
+            )
 
     try:
         await asyncio.to_thread(store)
@@ -161,6 +178,8 @@ WRITE_NOTE = Tool(
     arguments=WriteNoteArgs,
     run=_write_note,
     activity="taking a note",
+    output_trust="agent",
+    idempotent=True,  # the note's id derives from the call
 )
 READ_SKILL = Tool(
     name="read_skill",
@@ -169,6 +188,7 @@ READ_SKILL = Tool(
     arguments=ReadSkillArgs,
     run=_read_skill,
     activity="reading a skill",
+    output_trust="agent",  # an unreviewed skill says so itself (meta untrusted)
 )
 WRITE_SKILL = Tool(
     name="write_skill",
@@ -177,6 +197,8 @@ WRITE_SKILL = Tool(
     arguments=WriteSkillArgs,
     run=_write_skill,
     activity="writing a skill",
+    output_trust="agent",
+    idempotent=True,  # a skill is saved under its name
 )
 
 

@@ -97,7 +97,7 @@ def _read_inside(home: Path, relative: PurePosixPath, limit: int) -> bytes | int
             os.close(fd)
 
 
-def _attach(paths: list[str], ctx: ToolContext) -> list[dict[str, Any]] | str:
+def attach_files(paths: list[str], ctx: ToolContext) -> list[dict[str, Any]] | str:
     """Copy each file into the blob store; a problem comes back as a message for the agent."""
     home = ctx.home.resolve()
     attached = []
@@ -135,7 +135,7 @@ def _attach(paths: list[str], ctx: ToolContext) -> list[dict[str, Any]] | str:
 
 
 async def _send_to_user(args: SendToUserArgs, ctx: ToolContext) -> ToolResult:
-    files = await asyncio.to_thread(_attach, args.files, ctx)
+    files = await asyncio.to_thread(attach_files, args.files, ctx)
     if isinstance(files, str):
         return ToolResult(f"Nothing was sent: {files}", is_error=True)
     controls: dict[str, object] = {}
@@ -192,4 +192,6 @@ SEND_TO_USER = Tool(
     arguments=SendToUserArgs,
     run=_send_to_user,
     activity="writing to you",
+    output_trust="agent",
+    idempotent=True,  # delivered through the outbox, keyed by the call
 )

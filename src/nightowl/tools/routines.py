@@ -6,6 +6,7 @@ import asyncio
 
 from pydantic import BaseModel, Field
 
+from nightowl.safety.provenance import written_trust
 from nightowl.store.errors import StoreError
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.routines import create_routine
@@ -33,6 +34,9 @@ async def _create_routine(args: CreateRoutineArgs, ctx: ToolContext) -> ToolResu
                 cron=args.cron,
                 timezone=args.timezone,
                 created_by="agent",
+                key=f"{ctx.turn_id}:{ctx.call_id}",
+                # Proposed in a turn that read outside text: it fires as outside text.
+                trust=written_trust(session, ctx.conversation_id, clean="owner"),
             )
             deliver_to_user(
                 session,
@@ -42,6 +46,13 @@ async def _create_routine(args: CreateRoutineArgs, ctx: ToolContext) -> ToolResu
                     f"I'd like to run the routine **{routine.name}** on `{routine.cron}` "
                     f"({routine.timezone}): {routine.prompt}\n\n"
                     f"It stays off until you approve it (`nightowl routines approve {routine.id}`)."
+                    + (
+                        "\n\nI proposed it after reading content not from you, so it will "
+                        "run as outside content: its prompt is treated as data, and risky "
+                        "actions in its turns wait for your approval."
+                        if routine.trust == "untrusted"
+                        else ""
+                    )
                 ),
                 turn_id=ctx.turn_id,
                 meta={
@@ -72,4 +83,6 @@ CREATE_ROUTINE = Tool(
     arguments=CreateRoutineArgs,
     run=_create_routine,
     activity="setting up a routine",
+    output_trust="agent",
+    idempotent=True,  # the routine's id and its question derive from the call
 )

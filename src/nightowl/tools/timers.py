@@ -34,4 +34,6 @@ SET_TIMER = Tool(
     arguments=SetTimerArgs,
     run=_set_timer,
     activity="setting a timer",
+    output_trust="agent",
+    idempotent=True,  # the timer's workflow id derives from the call
 )

@@ -27,4 +27,5 @@ WAIT = Tool(
     arguments=WaitArgs,
     run=_wait,
     activity="waiting",
+    output_trust="agent",
 )

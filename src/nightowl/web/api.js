@@ -67,6 +67,9 @@ export async function request(method, path, body, { signal } = {}) {
 export const api = {
   conversations: () => request("GET", "/v1/conversations").then((r) => r.body),
   conversation: (id) => request("GET", `/v1/conversations/${id}`).then((r) => r.body),
+  helpers: (id) => request("GET", `/v1/conversations/${id}/helpers`).then((r) => r.body),
+  stopHelper: (id, helperId) =>
+    request("POST", `/v1/conversations/${id}/helpers/${helperId}/stop`).then((r) => r.body),
   startConversation: () =>
     request("POST", "/v1/conversations", { kind: "direct" }).then((r) => r.body),
   messagesAfter: (id, after) =>
@@ -76,6 +79,14 @@ export const api = {
   answer: (id, messageId, answer) =>
     request("POST", `/v1/conversations/${id}/messages/${messageId}/answer`, answer),
   typing: (id) => request("POST", `/v1/conversations/${id}/typing`).then((r) => r.body),
+  inbox: () => request("GET", "/v1/inbox").then((r) => r.body),
+  status: () => request("GET", "/v1/status").then((r) => r.body),
+  pushKey: () => request("GET", "/v1/push/key").then((r) => r.body),
+  subscribe: (body) => request("POST", "/v1/push/subscriptions", body).then((r) => r.body),
+  unsubscribe: (id) => request("DELETE", `/v1/push/subscriptions/${id}`),
+  devices: () => request("GET", "/v1/push/subscriptions").then((r) => r.body),
+  pushSettings: () => request("GET", "/v1/push/settings").then((r) => r.body),
+  savePushSettings: (body) => request("PUT", "/v1/push/settings", body).then((r) => r.body),
   markRead: (id, seq) =>
     request("POST", `/v1/conversations/${id}/read`, { seq }).then((r) => r.body),
 };

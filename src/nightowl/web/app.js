@@ -5,9 +5,13 @@
 
 import { ApiError, NetworkError, Unauthorized, api, fetchFile, token } from "./api.js";
 import { showAudit } from "./audit.js";
+import { renderHelpers } from "./helpers.js";
+import { renderInbox, showCount, tickDeadlines } from "./inbox.js";
 import { renderMarkdown } from "./markdown.js";
 import { Outbox } from "./outbox.js";
+import { disablePush, enablePush, pushState, pushSupported, registerServiceWorker } from "./push.js";
 import { ChangeStream } from "./sync.js";
+import { renderWelcome } from "./welcome.js";
 
 const RETRY_DELAYS_MS = [1000, 2000, 4000, 8000, 15000, 30000];
 const INLINE_IMAGES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
@@ -20,6 +24,7 @@ const state = {
   outbox: new Outbox(),
   retryTimers: new Map(), // client id -> timer
   stream: null,
+  target: null, // a message to show (the inbox links to `#c=<id>&m=<message>`)
 };
 
 // ---------- small DOM helpers ----------
@@ -85,6 +90,7 @@ async function signIn(event) {
 
 function signOut() {
   token.clear();
+  navigator.serviceWorker?.controller?.postMessage({ type: "signed-out" });
   showSignIn("Signed out.");
 }
 
@@ -145,10 +151,27 @@ async function refreshConversation(id) {
     const c = await api.conversation(id);
     state.conversations.set(id, c);
     renderList();
-    if (id === state.current) renderHeader();
+    if (id === state.current) {
+      renderHeader();
+      await refreshHelpers(id);
+    }
   } catch (error) {
     handleError(error);
   }
+}
+
+// Helpers working for the open conversation: status, last step, cost, and Stop.
+async function refreshHelpers(id) {
+  const helpers = await api.helpers(id);
+  if (id !== state.current) return;
+  renderHelpers($("helpers"), helpers, async (helper) => {
+    try {
+      await api.stopHelper(id, helper.id);
+      await refreshHelpers(id);
+    } catch (error) {
+      handleError(error);
+    }
+  });
 }
 
 async function newConversation() {
@@ -194,6 +217,7 @@ async function showConversation(id) {
   }
   document.body.classList.toggle("has-conversation", Boolean(id));
   $("empty").hidden = Boolean(id);
+  if (!id) $("welcome").hidden = true;
   $("composer").hidden = !id;
   renderList();
   renderHeader();
@@ -206,15 +230,176 @@ async function showConversation(id) {
 
 function onHashChange() {
   const auditing = window.location.hash === "#audit";
+  const inboxing = window.location.hash === "#inbox";
+  const setting = window.location.hash === "#settings";
   document.body.classList.toggle("auditing", auditing);
+  document.body.classList.toggle("inboxing", inboxing);
+  document.body.classList.toggle("setting", setting);
   $("audit").hidden = !auditing;
-  $("conversation").hidden = auditing;
+  $("inbox").hidden = !inboxing;
+  $("settings").hidden = !setting;
+  $("conversation").hidden = auditing || inboxing || setting;
+  if (setting) {
+    document.body.classList.remove("has-conversation");
+    showSettings();
+    return;
+  }
   if (auditing) {
     showAudit($("audit-table"), $("audit-status"));
     return;
   }
+  if (inboxing) {
+    document.body.classList.remove("has-conversation");
+    refreshInbox();
+    return;
+  }
   const params = new URLSearchParams(window.location.hash.slice(1));
+  state.target = params.get("m");
   showConversation(params.get("c"));
+}
+
+// ---------- the first screen of an empty conversation ----------
+
+async function showWelcomeIfEmpty(id) {
+  const box = $("welcome");
+  const empty = id === state.current && view(id).lastSeq === 0 && !state.outbox.of(id).length;
+  if (!empty) {
+    box.hidden = true;
+    return;
+  }
+  try {
+    const status = await api.status();
+    if (id !== state.current || view(id).lastSeq !== 0) return;
+    renderWelcome(box, status, (text) => {
+      $("composer-input").value = text;
+      $("composer").requestSubmit();
+    });
+    // Still checking the model: look again shortly.
+    if (status.model_state === "loading") setTimeout(() => showWelcomeIfEmpty(id), 2000);
+  } catch (error) {
+    handleError(error);
+  }
+}
+
+// ---------- settings: notifications on this device, quiet hours, devices ----------
+
+async function showSettings() {
+  await renderPushState();
+  try {
+    const settings = await api.pushSettings();
+    $("quiet-start").value = settings.quiet_start || "";
+    $("quiet-end").value = settings.quiet_end || "";
+    $("quiet-zone").value = settings.timezone;
+    $("include-text").checked = settings.include_text;
+    const devices = await api.devices();
+    $("devices").replaceChildren(
+      ...devices.map((d) => {
+        const li = el("li", "", `${d.device || "a device"} (${d.service}) `);
+        li.append(
+          button("Remove", "link", async () => {
+            await api.unsubscribe(d.id).catch(handleError);
+            showSettings();
+          }),
+        );
+        return li;
+      }),
+    );
+    if (!devices.length) $("devices").replaceChildren(el("li", "hint", "none yet"));
+  } catch (error) {
+    handleError(error);
+  }
+}
+
+async function renderPushState() {
+  const stateNow = await pushState();
+  const words = {
+    on: "On: nightowl can reach this device when the app is closed.",
+    off: "Off: you hear from nightowl only while the app is open.",
+    denied: "Blocked in this browser's site settings.",
+    unsupported: "This browser cannot take push notifications (on iPhone: add nightowl to the Home Screen first).",
+  };
+  $("push-state").textContent = words[stateNow];
+  const toggle = $("push-toggle");
+  toggle.hidden = stateNow === "unsupported" || stateNow === "denied";
+  toggle.textContent = stateNow === "on" ? "Turn off" : "Turn on";
+  toggle.dataset.state = stateNow;
+}
+
+async function togglePush() {
+  const toggle = $("push-toggle");
+  toggle.disabled = true;
+  try {
+    if (toggle.dataset.state === "on") await disablePush();
+    else await enablePush();
+  } catch (error) {
+    $("push-state").textContent = `Not turned on: ${error.message}`;
+    toggle.disabled = false;
+    return;
+  }
+  toggle.disabled = false;
+  showSettings();
+}
+
+async function savePushSettings(event) {
+  event.preventDefault();
+  const start = $("quiet-start").value;
+  const end = $("quiet-end").value;
+  try {
+    await api.savePushSettings({
+      quiet_start: start || null,
+      quiet_end: end || null,
+      timezone: $("quiet-zone").value.trim() || "UTC",
+      include_text: $("include-text").checked,
+    });
+    $("push-settings-status").textContent = "Saved.";
+  } catch (error) {
+    $("push-settings-status").textContent = `Not saved: ${error.message}`;
+  }
+}
+
+// ---------- the inbox ----------
+
+let inboxTimer = null;
+function refreshInboxSoon() {
+  clearTimeout(inboxTimer);
+  inboxTimer = setTimeout(refreshInbox, 120);
+}
+
+async function refreshInbox() {
+  try {
+    const kind = $("inbox-kind").value;
+    const everything = await api.inbox();
+    showCount(everything.total);
+    if ($("inbox").hidden) return;
+    const shown = kind
+      ? { ...everything, items: everything.items.filter((i) => i.kind === kind) }
+      : everything;
+    shown.total = shown.items.length;
+    renderInbox($("inbox-list"), $("inbox-status"), shown, {
+      timeOf,
+      renderBody: (message) => renderMarkdown(message.body),
+      renderControls: (message) => renderControls(message, refreshInboxSoon),
+      onRead: async (item) => {
+        try {
+          await api.markRead(item.conversation_id, item.message.seq);
+        } catch (error) {
+          handleError(error);
+        }
+        refreshInboxSoon();
+      },
+    });
+  } catch (error) {
+    handleError(error);
+  }
+}
+
+function showTarget() {
+  if (!state.target) return;
+  const node = $("messages").querySelector(`li[data-id="${CSS.escape(state.target)}"]`);
+  if (!node) return;
+  state.target = null;
+  node.classList.add("target");
+  node.scrollIntoView({ block: "center" });
 }
 
 // Fetch everything after the last message held, in order; reload from scratch on a gap.
@@ -248,6 +433,8 @@ async function syncMessages(id) {
         if (!page.messages.length || v.lastSeq >= page.last_seq) break;
       }
     } while (v.again);
+    showTarget();
+    showWelcomeIfEmpty(id);
     markReadSoon();
   } catch (error) {
     handleError(error);
@@ -381,7 +568,7 @@ function answerLabel(message) {
   return answer.action === "send" ? "Sent." : "Discarded.";
 }
 
-function renderControls(message) {
+function renderControls(message, onAnswered) {
   const { controls } = message;
   const box = el("div", `controls ${controls.state}`);
   const open = controls.state === "open";
@@ -403,6 +590,7 @@ function renderControls(message) {
         message.answered_with = body.answer;
         status.textContent = answerLabel(message);
         syncMessages(message.conversation_id);
+        onAnswered?.();
         return;
       } catch (error) {
         if (error instanceof NetworkError && attempt < RETRY_DELAYS_MS.length) {
@@ -413,6 +601,7 @@ function renderControls(message) {
         if (error instanceof ApiError && error.status === 409) {
           message.controls.state = "closed";
           status.textContent = error.message;
+          onAnswered?.();
           return;
         }
         status.textContent = `Not sent: ${error.message}`;
@@ -424,6 +613,7 @@ function renderControls(message) {
     }
   };
 
+  if (controls.action?.cut) box.append(renderAction(controls.action));
   if (controls.buttons?.length) {
     const group = el("div", "buttons");
     group.setAttribute("role", "group");
@@ -458,6 +648,26 @@ function renderControls(message) {
     box.append(label, area, row);
   }
   box.append(status);
+  return box;
+}
+
+// The whole action an approval is about, when its text shows only the start of the
+// arguments: behind "Show all", as plain text (never formatted), exactly what will run.
+function renderAction(action) {
+  const box = el("div", "action");
+  const count = action.chars.toLocaleString("en");
+  const pre = el("pre", "action-arguments");
+  pre.id = `action-${crypto.randomUUID()}`;
+  pre.textContent = action.arguments;
+  pre.hidden = true;
+  const toggle = button(`Show all ${count} characters`, "link show-all", () => {
+    pre.hidden = !pre.hidden;
+    toggle.setAttribute("aria-expanded", String(!pre.hidden));
+    toggle.textContent = pre.hidden ? `Show all ${count} characters` : "Show less";
+  });
+  toggle.setAttribute("aria-expanded", "false");
+  toggle.setAttribute("aria-controls", pre.id);
+  box.append(toggle, pre);
   return box;
 }
 
@@ -518,6 +728,7 @@ function send(event) {
   if (!text.trim() || !state.current) return;
   input.value = "";
   autosize();
+  $("welcome").hidden = true;
   const item = state.outbox.add(state.current, text);
   $("messages").append(renderPendingItem(item));
   scrollToEnd();
@@ -606,7 +817,9 @@ function setupNotificationButton() {
   if (!("Notification" in window) || Notification.permission !== "default") return;
   b.hidden = false;
   b.addEventListener("click", async () => {
-    await Notification.requestPermission();
+    // With push, the phone hears of approvals even when the app is closed.
+    if (pushSupported()) await enablePush().catch((error) => console.warn("nightowl:", error));
+    else await Notification.requestPermission();
     b.hidden = true;
   });
 }
@@ -662,10 +875,12 @@ async function onOpen() {
   // Every (re)connection: catch up on everything that happened while we were away.
   await refreshList();
   if (state.current) await syncMessages(state.current);
+  refreshInbox();
   retryAllPending();
 }
 
 function onChange(change) {
+  refreshInboxSoon(); // any change may add or take an item (a question, a read, a turn's end)
   if (change.kind === "activity") {
     refreshConversation(change.conversation_id);
     return;
@@ -733,6 +948,12 @@ function init() {
     }
   });
   setupNotificationButton();
+  $("inbox-kind").addEventListener("change", refreshInbox);
+  $("push-toggle").addEventListener("click", togglePush);
+  $("push-settings").addEventListener("submit", savePushSettings);
+  if (!$("quiet-zone").value) $("quiet-zone").value = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  registerServiceWorker();
+  setInterval(() => tickDeadlines($("inbox-list"), refreshInboxSoon), 1000);
   if (!token.get()) showSignIn("");
   else start();
 }

@@ -1,44 +1,11 @@
 // The memory page: the owner sees, searches and corrects facts, skills, notes and the work log.
 // Text is always set with textContent: remembered text may quote outside content.
 
-import { ApiError, NetworkError, Unauthorized, request } from "/app/api.js";
+import { request } from "/app/api.js";
+import { $, actThenReload, button, element, showProblem } from "/app/page.js";
 
-const $ = (id) => document.getElementById(id);
-
-function element(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
-
-function button(label, onClick, className = "link") {
-  const node = element("button", className, label);
-  node.type = "button";
-  node.addEventListener("click", onClick);
-  return node;
-}
-
-function showProblem(error) {
-  const problem = $("problem");
-  if (error instanceof Unauthorized) {
-    problem.textContent = "Your sign-in has expired: open nightowl again and sign in.";
-  } else if (error instanceof NetworkError) {
-    problem.textContent = "The server cannot be reached; try again in a moment.";
-  } else {
-    problem.textContent = error instanceof ApiError ? error.message : String(error);
-  }
-  problem.hidden = false;
-}
-
-async function act(work) {
-  $("problem").hidden = true;
-  try {
-    await work();
-    await load();
-  } catch (error) {
-    showProblem(error);
-  }
+function act(work) {
+  return actThenReload(work, load);
 }
 
 const get = (path) => request("GET", path).then((r) => r.body);
@@ -58,6 +25,12 @@ function editInPlace(item, current, save) {
   input.focus();
 }
 
+// Memory made from outside text is shown to the model as data and taints the turn that sees
+// it; the owner's edit makes an item theirs.
+function fromOutside(item) {
+  return item.trust === "untrusted" ? "from untrusted content · " : "";
+}
+
 function factItem(fact) {
   const item = element("li", "memory-item");
   item.dataset.id = fact.id;
@@ -65,7 +38,7 @@ function factItem(fact) {
   const meta = element(
     "span",
     "memory-meta",
-    `${fact.trust === "untrusted" ? "from untrusted content · " : ""}used ${fact.use_count}×`,
+    `${fromOutside(fact)}used ${fact.use_count}×`,
   );
   item.append(
     text,
@@ -85,7 +58,11 @@ function skillItem(skill) {
   item.dataset.id = skill.id;
   item.append(
     element("span", "memory-text", `${skill.name}: ${skill.description}`),
-    element("span", "memory-meta", skill.approved ? "approved" : "needs your review"),
+    element(
+      "span",
+      "memory-meta",
+      `${fromOutside(skill)}${skill.approved ? "approved" : "needs your review"}`,
+    ),
   );
   const details = element("details");
   details.append(element("summary", "", "Steps"), element("pre", "memory-body", skill.body));
@@ -105,7 +82,11 @@ function logItem(entry) {
   const item = element("li", "memory-item");
   item.dataset.id = entry.id;
   item.append(
-    element("span", "memory-meta", new Date(entry.created_at).toLocaleString()),
+    element(
+      "span",
+      "memory-meta",
+      `${fromOutside(entry)}${new Date(entry.created_at).toLocaleString()}`,
+    ),
     element("span", "memory-text", entry.summary),
     button("Edit", () =>
       editInPlace(item, entry.summary, (value) =>
@@ -121,7 +102,11 @@ function noteItem(note) {
   const item = element("li", "memory-item");
   item.append(
     element("span", "memory-text", note.text),
-    element("span", "memory-meta", `until ${new Date(note.expires_at).toLocaleTimeString()}`),
+    element(
+      "span",
+      "memory-meta",
+      `${fromOutside(note)}until ${new Date(note.expires_at).toLocaleTimeString()}`,
+    ),
     button("Delete", () => act(() => del(`/v1/memory/notes/${note.id}`))),
   );
   return item;

@@ -1,0 +1,457 @@
+"""The agent loop, run as durable steps: one model call, then its tool calls, then the next.
+
+Conversation turns and helpers run this same loop over a *context*: a conversation's
+transcript (a helper has a conversation of its own), a run id (the turn's or the helper run's
+workflow id, which keys every step), and a profile — the model, instructions, tools and limits
+of that kind of run. What to do next is decided by `harness/loop.py` from the steps' typed
+results; this module only runs the decisions as DBOS steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from dbos import DBOS
+from sqlalchemy.orm import Session
+
+from nightowl.engine.batches import take_guidance
+from nightowl.engine.model_calls import (
+    UNKNOWN,
+    CallPlace,
+    CallStart,
+    ModelCalls,
+    Previous,
+    begin_model_call,
+    keep_reply,
+    model_step_key,
+)
+from nightowl.engine.recorded_steps import MODEL_RETRIES, ensure_running, recorded_step
+from nightowl.engine.timers import timer_workflow_id
+from nightowl.engine.tool_calls import run_tool_call
+from nightowl.engine.turn_deps import TurnDeps
+from nightowl.harness.guard import GuardLimits
+from nightowl.harness.loop import (
+    AwaitAnswer,
+    LoopEnd,
+    ModelStep,
+    ScheduleTimer,
+    StartHelper,
+    Stop,
+    StopHelpers,
+    ToolOutcome,
+    after_model,
+    after_tools,
+    follow_ups,
+    rerun_asked,
+)
+from nightowl.harness.parrot import RETRY_NOTE, checkable, could_not, newest_ask, repeated
+from nightowl.harness.pins import PromptPin, pinned_request
+from nightowl.harness.prompt import PROMPT_STYLES, PromptStyle
+from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.models.base import Model, ModelConfigError, ModelReply
+from nightowl.store.conversations import recent_exchanges
+from nightowl.store.questions import take_answer
+from nightowl.store.step_results import Recorded, recorded_result
+from nightowl.store.tables import utcnow
+from nightowl.store.transcript import put_entry
+from nightowl.store.turns import set_activity
+from nightowl.tools.messaging import answer_for_agent
+from nightowl.tools.providers import Toolbox
+from nightowl.tools.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoopProfile:
+    """What differs between kinds of run (a conversation's turn, a helper): the model, the
+    instructions, the tools it may call (built-in, and the conversation's connectors') and
+    its limits."""
+
+    name: str
+    model: Model
+    instructions: str
+    tools: Toolbox
+    limits: GuardLimits
+    # A helper reads the messages that arrived for it (guidance) before each model call.
+    takes_guidance: bool = False
+    purpose: str = "turn"  # what its requests say they are (models/base.py ModelRequest)
+    style: PromptStyle = PROMPT_STYLES["full"]  # how much of the work log it is shown
+
+
+@dataclass(frozen=True)
+class LoopContext:
+    """One run of the loop: its profile, its run id (which keys its steps), the conversation
+    whose transcript it reads and writes, and the owner it works for."""
+
+    profile: str
+    run_id: str
+    conversation_id: str
+    owner_id: str
+    computer_id: str = ""  # whose computer the tools use ("": the owner's)
+
+
+ScheduleTimerFn = Callable[[str, str, float, str], Awaitable[None]]
+
+
+@dataclass
+class RunState:
+    """What a run looks up once and keeps while it runs in this process: its tools (stable
+    within a run, except that a connector listing its tools adds them) and the newest note's
+    memory part."""
+
+    tools: ToolRegistry | None = None
+    # The providers' change count when `tools` was looked up (Toolbox.changes).
+    tools_seen: int = -1
+    memory: str | None = None
+    pin: PromptPin | None = None
+    # Its last request's sections and time (unknown until it made one here).
+    previous: Previous = UNKNOWN
+
+
+class HelperControl(Protocol):
+    """Starts and stops helper runs (engine/helpers.py)."""
+
+    async def start(self, helper_id: str, run_id: str, owner_id: str) -> None: ...
+
+    async def stop(self, run_ids: list[str]) -> None: ...
+
+
+class AgentLoop:
+    """Registers the loop's steps with DBOS once per process and runs the loop."""
+
+    def __init__(self, deps: TurnDeps, calls: ModelCalls, profiles: list[LoopProfile]) -> None:
+        self.deps, self.calls = deps, calls
+        self.profiles = {profile.name: profile for profile in profiles}
+        self.helpers: HelperControl | None = None  # set once the helpers' engine exists
+        self.runs: dict[str, RunState] = {}  # runs going on in this process
+        calls.sent = self._sent
+        database, metrics = deps.database, deps.metrics
+
+        # Not a DBOS step: the step's result is committed with its writes and found again on a
+        # re-run (store/step_results.py), which is all DBOS's own record of it would add, at
+        # the cost of two more transactions per step (see docs/architecture.md).
+        @recorded_step(retries=MODEL_RETRIES)
+        async def call_model(
+            profile_name: str,
+            run_id: str,
+            conversation_id: str,
+            step: int,
+            calls_so_far: list[dict[str, Any]],
+        ) -> ModelStep:
+            profile = self.profiles[profile_name]
+            metrics.steps.labels(kind="model").inc()
+
+            kept = self.runs.setdefault(run_id, RunState())
+
+            def prepare() -> tuple[CallStart | Recorded, ToolRegistry]:
+                with database.write() as session:
+                    # The conversation's tools: built-in and its connectors' (read again when
+                    # a provider's lists changed or a call named a tool the run did not know).
+                    tools = _run_tools(kept, profile.tools, session, conversation_id)
+                    # A step that an earlier attempt of this run committed is replayed as it
+                    # was, whatever the run's status is now: a run that finished in the store
+                    # and died before DBOS recorded its end replays to that end (stopping it
+                    # here would leave its workflow pending, holding its queue).
+                    earlier = recorded_result(session, model_step_key(run_id, step))
+                    if earlier is not None:
+                        return earlier, tools
+                    ensure_running(session, run_id)
+                    if profile.takes_guidance:
+                        take_guidance(session, run_id)
+                    return begin_model_call(
+                        session,
+                        limits=profile.limits,
+                        turn_id=run_id,
+                        conversation_id=conversation_id,
+                        step=step,
+                        calls_so_far=calls_so_far,
+                        model_name=profile.model.name,
+                        summaries=tools.summaries(),
+                        specs=tools.specs(),
+                        groups=tools.groups(),
+                        instructions=profile.instructions,
+                        memory=kept.memory,
+                        pin=kept.pin,
+                        style=profile.style,
+                    ), tools
+
+            start, tools = await asyncio.to_thread(prepare)
+            if isinstance(start, Recorded):  # committed before a crash: not called again
+                return ModelStep.from_dict(start.value)
+            if start.stop:
+                return ModelStep(stop=Stop(start.stop, start.once))
+            kept.memory, kept.pin = start.memory, start.pin
+            now = utcnow().strftime("%Y-%m-%d %H:%M UTC")
+            # The conversation keeps its pinned prompt (a cached prefix); what the server
+            # changed since reaches it as notes in the newest message.
+            newest = "\n\n".join(filter(None, [f"Current time: {now}.", start.memory]))
+            request = pinned_request(
+                start.pin,
+                profile.instructions,
+                tools.summaries(),
+                tools.specs(),
+                start.history,
+                newest,
+                tools.groups(),
+            )
+            if profile.purpose != request.purpose:
+                request = replace(request, purpose=profile.purpose)
+
+            def keep(session: Session, reply: ModelReply, last_try: bool) -> ModelReply | None:
+                """Keep the reply with its call's record and return it, unless it parrots an
+                earlier message (a conversation's turn): then None, to ask again once; the
+                second time, keep what tells the owner the model could not do it."""
+                copied = None
+                if profile.purpose == "turn" and checkable(reply):
+                    said, asked = recent_exchanges(session, conversation_id)
+                    copied = repeated(reply, newest_ask(start.history), said, asked)
+                if copied is not None:
+                    metrics.parroted_replies.inc()
+                    log.warning("a reply repeated an earlier message", extra={"run": run_id})
+                    if not last_try:
+                        return None
+                    reply = could_not(reply, profile.model.name)
+                keep_reply(
+                    session,
+                    reply,
+                    run_id=run_id,
+                    conversation_id=conversation_id,
+                    step=step,
+                    meta=start.seen,
+                )
+                return reply
+
+            place = CallPlace(conversation_id, run_id, step, start.record)
+            _, kept_first = await self.calls.call(
+                profile.model,
+                request,
+                place,
+                previous=kept.previous,
+                then=lambda session, reply: keep(session, reply, last_try=False),
+            )
+            if kept_first is not None:
+                return ModelStep(reply=kept_first)
+            # Asked again with a note at the end (the cached prefix holds), recorded as a
+            # call of its own.
+            again = replace(
+                request,
+                messages=(*request.messages, Entry(kind="notice", text=RETRY_NOTE, trust="agent")),
+            )
+            _, kept_second = await self.calls.call(
+                profile.model,
+                again,
+                CallPlace(conversation_id, run_id, step),
+                then=lambda session, reply: keep(session, reply, last_try=True),
+            )
+            assert kept_second is not None  # the last try is always kept
+            return ModelStep(reply=kept_second)
+
+        @recorded_step()
+        async def run_tool(
+            profile_name: str,
+            run_id: str,
+            conversation_id: str,
+            owner_id: str,
+            slot: str,
+            call_data: dict[str, Any],
+            rerun: bool = False,
+            computer_id: str = "",
+        ) -> ToolOutcome:
+            metrics.steps.labels(kind="tool").inc()
+            toolbox = self.profiles[profile_name].tools
+            kept = self.runs.get(run_id)
+            tools: ToolRegistry | None = None
+            if kept is not None:
+                name = str(call_data.get("name", ""))
+
+                def look_up() -> ToolRegistry:
+                    assert kept is not None
+                    with database.read() as session:
+                        return _run_tools(kept, toolbox, session, conversation_id, name)
+
+                # Most calls: the run's tools are current, and no store read is needed.
+                tools = kept.tools if _current(kept, toolbox, name) else None
+                if tools is None:
+                    tools = await asyncio.to_thread(look_up)
+            return await run_tool_call(
+                deps,
+                tools or toolbox,
+                run_id,
+                conversation_id,
+                owner_id,
+                slot,
+                call_data,
+                rerun,
+                computer_id,
+            )
+
+        @DBOS.step(name="nightowl.record_answer")
+        async def record_answer(
+            run_id: str, conversation_id: str, slot: str, call_data: dict[str, Any], question: str
+        ) -> None:
+            call = ToolCall.from_dict(call_data)
+
+            def record() -> None:
+                with database.write() as session:
+                    answer = take_answer(session, run_id, question)
+                    waited = _duration(deps.answer_wait_s)
+                    entry = Entry(
+                        kind="tool_result",
+                        text=answer_for_agent(answer, waited),
+                        trust="owner" if answer is not None else "agent",
+                        call_id=call.id,
+                        tool_name=call.name,
+                    )
+                    key = f"{run_id}:tool:{slot}"
+                    put_entry(session, conversation_id, run_id, key, entry.to_dict())
+                    set_activity(session, run_id, "thinking")
+
+            metrics.steps.labels(kind="answer").inc()
+            await asyncio.to_thread(record)
+
+        self._call_model, self._run_tool, self._record_answer = call_model, run_tool, record_answer
+
+    def _sent(self, place: CallPlace, sections: tuple[list[list[Any]], Any]) -> None:
+        kept = self.runs.get(place.run_id)
+        if kept is not None:
+            kept.previous = sections
+
+    async def run(self, context: LoopContext, schedule_timer: ScheduleTimerFn) -> LoopEnd:
+        """Run the loop to its end (a workflow's body: every side effect is a step)."""
+        try:
+            return await self._run(context, schedule_timer)
+        finally:
+            self.runs.pop(context.run_id, None)
+
+    async def _run(self, context: LoopContext, schedule_timer: ScheduleTimerFn) -> LoopEnd:
+        calls: list[dict[str, Any]] = []
+        step = 0
+        while True:
+            try:
+                model_step = await self._call_model(
+                    context.profile, context.run_id, context.conversation_id, step, calls
+                )
+            except ModelConfigError as error:
+                return LoopEnd("failed", error=str(error), config_error=True)
+            except Exception as error:  # retries exhausted, or a request the provider rejects
+                log.warning("model call failed for good", extra={"error": repr(error)[:300]})
+                return LoopEnd("failed", error=failure_text(error))
+            decided = after_model(model_step)
+            if decided == "stop":
+                return LoopEnd("stopped", stop=model_step.stop)
+            if decided == "end" or model_step.reply is None:
+                return LoopEnd("done")
+            outcomes = []
+            for index, call in enumerate(model_step.reply.tool_calls):
+                calls.append(call.to_dict())
+                outcome = await self._tool_call(context, f"{step}.{index}", call, schedule_timer)
+                if outcome is not None:
+                    outcomes.append(outcome)
+            if after_tools(outcomes) == "end":
+                return LoopEnd("done")
+            step += 1
+
+    async def _tool_call(
+        self, context: LoopContext, slot: str, call: ToolCall, schedule_timer: ScheduleTimerFn
+    ) -> ToolOutcome | None:
+        """One tool call through the safety gate, with what its outcome asks for; None when
+        the gate blocked it (its result, why and what to do, is recorded)."""
+        gate, run_id = self.deps.gate, context.run_id
+        conversation_id, owner_id = context.conversation_id, context.owner_id
+        if gate and not await gate.clear(run_id, conversation_id, owner_id, slot, call.to_dict()):
+            return None
+        where = (context.profile, run_id, conversation_id, owner_id, slot, call.to_dict())
+        outcome = await self._run_tool(*where, False, context.computer_id)
+        if (
+            rerun_asked(outcome)
+            and gate
+            and await gate.confirm_rerun(run_id, conversation_id, owner_id, slot, call.to_dict())
+        ):
+            outcome = await self._run_tool(*where, True, context.computer_id)
+        for follow in follow_ups(outcome):
+            if isinstance(follow, AwaitAnswer):
+                await self._await_answer(context, slot, call, follow)
+            elif isinstance(follow, StartHelper) and self.helpers is not None:
+                await self.helpers.start(follow.helper_id, follow.run_id, owner_id)
+            elif isinstance(follow, StopHelpers) and self.helpers is not None:
+                await self.helpers.stop(list(follow.run_ids))
+            elif isinstance(follow, ScheduleTimer):
+                timer = follow.timer
+                await schedule_timer(
+                    timer_workflow_id(run_id, timer.call_id),
+                    conversation_id,
+                    timer.seconds,
+                    timer.note,
+                )
+        return outcome
+
+    async def _await_answer(
+        self, context: LoopContext, slot: str, call: ToolCall, wait: AwaitAnswer
+    ) -> None:
+        """A durable wait: no process or thread is held; it outlives restarts, and the answer
+        (stored first, then sent here as a nudge) resumes it once."""
+        gate, computers = self.deps.gate, self.deps.computers
+        if computers is not None:
+            # The wait may last days: the sandbox freezes (and may sleep deeply) meanwhile;
+            # the next tool call wakes it.
+            await computers.release(context.run_id)
+        await DBOS.recv_async(
+            topic=f"answer:{wait.question}", timeout_seconds=self.deps.answer_wait_s
+        )
+        if gate and wait.draft:  # a draft: Send or Discard
+            await gate.finish_send(
+                context.run_id,
+                context.conversation_id,
+                context.owner_id,
+                slot,
+                call.to_dict(),
+                wait.question,
+                wait.draft,
+            )
+        else:
+            await self._record_answer(
+                context.run_id, context.conversation_id, slot, call.to_dict(), wait.question
+            )
+
+
+def _run_tools(
+    kept: RunState, toolbox: Toolbox, session: Session, conversation_id: str, needed: str = ""
+) -> ToolRegistry:
+    """The run's tools: as it first found them (the set of tools is stable within a run), read
+    again once a connector stored a new listing (load_tools connected it, or its server said
+    its tools changed) or when a call names a tool the run does not know (another process
+    listed it): connectors' tools are not in the cached prefix, so this changes only notes."""
+    if kept.tools is None or not _current(kept, toolbox, needed):
+        kept.tools_seen = toolbox.changes()
+        kept.tools = toolbox.for_conversation(session, conversation_id)
+    return kept.tools
+
+
+def _current(kept: RunState, toolbox: Toolbox, needed: str = "") -> bool:
+    """Whether the run's kept tools are still the conversation's (see `_run_tools`)."""
+    if kept.tools is None or kept.tools_seen != toolbox.changes():
+        return False
+    return not (needed and kept.tools.get(needed) is None and toolbox.providers)
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:g} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} hours"
+    return f"{seconds:g} seconds"
+
+
+def failure_text(error: BaseException) -> str:
+    """A failure in a sentence: DBOS wraps a step's last failure after its retries, so say
+    what actually failed (e.g. "the local model crashed (signal SIGSEGV) …")."""
+    attempts = getattr(error, "errors", None)
+    if isinstance(attempts, list) and attempts and isinstance(attempts[-1], BaseException):
+        error = attempts[-1]
+    text = str(error) or type(error).__name__
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -1,0 +1,272 @@
+"""Helpers run as workflows of their own: a sub-agent with a fresh context (its own hidden
+conversation), the same agent loop and safety gate as a turn, its own model, tools and limits.
+
+A helper's run is started by its parent turn's loop (a follow-up of `start_helper`) on the
+helpers queue: one queue partition per owner, so only so many of an owner's helpers run at
+once and the rest wait. The run takes its task, runs the loop until the helper calls `report`
+(or stops on a guard, or fails), records how it ended, hands the report to its parent
+conversation through the router (a trigger of source `helper`: the parent's next turn sees it
+as the helper's result, never the owner's words), and cleans up. A crashed run resumes by
+itself (it is a workflow); `stop` cancels it and a stop workflow does the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
+
+from nightowl.engine.agent_loop import AgentLoop, LoopContext, LoopProfile
+from nightowl.engine.batches import take_turn_batch
+from nightowl.engine.parking import TurnParking
+from nightowl.engine.turn_deps import TurnDeps
+from nightowl.harness.guard import GuardLimits
+from nightowl.harness.loop import LoopEnd
+from nightowl.harness.prompt import HELPER_PROMPT
+from nightowl.harness.transcript import Entry
+from nightowl.models.base import Model
+from nightowl.router.priority import Priority
+from nightowl.router.router import IncomingMessage, Router
+from nightowl.store.helpers import (
+    HelperInfo,
+    begin_run,
+    end_run,
+    helper_of_run,
+    isolated_computer_of,
+    scratch_folder,
+)
+from nightowl.store.transcript import load_turn_entries
+from nightowl.tools.helpers import HELPER_TOOLS, REPORT
+from nightowl.tools.providers import Toolbox
+
+log = logging.getLogger(__name__)
+
+HELPER_WORKFLOW = "nightowl.helper"
+HELPER_STOPPED = "nightowl.helper_stopped"
+HELPER_PROFILE = "helper"
+HELPER_QUEUE = "nightowl-helpers"
+
+
+@dataclass(frozen=True)
+class HelperSettings:
+    """How far helpers may go: at once per owner, and each run's steps and budget."""
+
+    per_owner: int = 3
+    max_steps: int = 60
+    budget_usd: float = 2.0
+
+
+def helper_profile(
+    model: Model, tools: Toolbox, limits: GuardLimits, settings: HelperSettings
+) -> LoopProfile:
+    """A helper's profile: its model, the helper instructions, every tool but the owner's
+    (send_to_user) and the helper tools (no helpers of helpers), its own limits."""
+    builtin = tools.builtin.without({"send_to_user", *HELPER_TOOLS})
+    own_limits = GuardLimits(
+        max_steps=settings.max_steps,
+        max_identical_calls=limits.max_identical_calls,
+        daily_token_budget=limits.daily_token_budget,
+        conversation_budget_usd=settings.budget_usd,
+        routine_budget_usd=limits.routine_budget_usd,
+        user_budget_usd=limits.user_budget_usd,
+        user_token_budget=limits.user_token_budget,
+    )
+    return LoopProfile(
+        HELPER_PROFILE,
+        model,
+        HELPER_PROMPT,
+        Toolbox(builtin, tools.providers),
+        own_limits,
+        takes_guidance=True,
+        purpose="helper",
+    )
+
+
+def report_of(entries: list[Entry]) -> str | None:
+    """The report the run's helper made (its `report` call's text), if it made one."""
+    calls = {c.id: c for e in entries for c in e.tool_calls if c.name == REPORT}
+    for entry in reversed(entries):
+        if entry.kind == "tool_result" and entry.tool_name == REPORT and not entry.is_error:
+            call = calls.get(entry.call_id)
+            return str(entry.meta.get("report") or (call.arguments.get("text") if call else ""))
+    return None
+
+
+def ending(helper: HelperInfo, status: str, report: str | None, end: LoopEnd | None) -> str:
+    """What the parent conversation reads when a helper's run ends."""
+    head = f"Helper {helper.label} ({helper.kind}) on: {helper.title}"
+    if status == "done":
+        return f"{head}\nReport: {report}" if report else f"{head}\nIt ended without a report."
+    if status == "stopped":
+        return f"{head}\nIt was stopped before it finished."
+    why = (end.stop.message if end and end.stop else "") or (end.error if end else "")
+    return f"{head}\nIt failed: {why or 'it could not finish'}."
+
+
+class Helpers:
+    """Starts, runs and stops helpers (the workflows are registered once per process)."""
+
+    def __init__(
+        self,
+        deps: TurnDeps,
+        loop: AgentLoop,
+        router: Callable[[], Router],
+        nudge: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.deps, self.loop, self.router, self._nudge = deps, loop, router, nudge
+        self._queue: object | None = None
+        database, metrics, running = deps.database, deps.metrics, deps.running
+        parking = TurnParking(database, metrics, deps.max_recoveries)
+
+        @DBOS.step(name="nightowl.helper_begin")
+        async def begin(run_id: str) -> HelperInfo | None:
+            def take() -> HelperInfo | None:
+                with database.write() as session:
+                    helper = begin_run(session, run_id)
+                    if helper is not None:
+                        take_turn_batch(session, run_id)  # its task: the run's first message
+                    return helper
+
+            return await asyncio.to_thread(take)
+
+        @DBOS.step(name="nightowl.helper_end")
+        async def finish(run_id: str, status: str, end: LoopEnd | None) -> None:
+            def record() -> tuple[HelperInfo, str] | None:
+                with database.write() as session:
+                    entries = [Entry.from_dict(p) for p in load_turn_entries(session, run_id)]
+                    report = report_of(entries) if status == "done" else None
+                    tainted = any(e.trust == "untrusted" or e.meta.get("outside") for e in entries)
+                    trust = "untrusted" if tainted else "agent"
+                    helper = end_run(session, run_id, status, report, trust)
+                    if helper is None:
+                        return None
+                    return helper, ending(helper, status, report, end)
+
+            ended = await asyncio.to_thread(record)
+            if ended is None:
+                return  # stopped (or ended) already: that end told the parent
+            helper, text = ended
+            await asyncio.to_thread(self._tell_parent, helper, text)
+            metrics.steps.labels(kind="helper_end").inc()
+
+        @DBOS.step(name="nightowl.helper_cleanup")
+        async def cleanup(run_id: str) -> None:
+            await self._clean_up(run_id)
+
+        @DBOS.workflow(name=HELPER_WORKFLOW, max_recovery_attempts=None)
+        async def helper(run_id: str) -> str:
+            running.enter(run_id)
+            try:
+                if await asyncio.to_thread(parking.start_or_park, run_id):
+                    await finish(run_id, "failed", None)
+                    await cleanup(run_id)
+                    return "parked"
+                started = await begin(run_id)
+                if started is None:
+                    return "stopped"
+                context = LoopContext(
+                    HELPER_PROFILE,
+                    run_id,
+                    started.conversation_id,
+                    started.owner_id,
+                    computer_id=await asyncio.to_thread(self._computer_id, started),
+                )
+                end = await loop.run(context, deps.schedule_timer)
+                status = "done" if end.outcome == "done" else "failed"
+                await finish(run_id, status, end)
+                await cleanup(run_id)
+                return status
+            finally:
+                running.leave(run_id)
+                if deps.computers is not None:
+                    await deps.computers.release(run_id)
+
+        @DBOS.step(name="nightowl.helper_stop")
+        async def stop_step(run_id: str) -> None:
+            def record() -> tuple[HelperInfo, str] | None:
+                with database.write() as session:
+                    helper = end_run(session, run_id, "stopped", None, "agent")
+                    if helper is None:
+                        return None
+                    return helper, ending(helper, "stopped", None, None)
+
+            ended = await asyncio.to_thread(record)
+            if ended is not None:
+                await asyncio.to_thread(self._tell_parent, *ended)
+
+        @DBOS.workflow(name=HELPER_STOPPED)
+        async def stopped(run_id: str) -> None:
+            await stop_step(run_id)
+            await cleanup(run_id)
+
+        self._helper, self._stopped = helper, stopped
+
+    def launch(self, per_owner: int) -> None:
+        """Register the helpers' queue (after DBOS launched): per owner, so many at once."""
+        self._queue = DBOS.register_queue(
+            HELPER_QUEUE, partition_concurrency=per_owner, polling_interval_sec=0.05
+        )
+
+    async def start(self, helper_id: str, run_id: str, owner_id: str) -> None:
+        """Enqueue a helper's run (a no-op if it was enqueued already: the id is the run's)."""
+        del helper_id  # the run id names the helper's run
+        assert self._queue is not None, "the engine is not launched"
+        with SetWorkflowID(run_id), SetEnqueueOptions(queue_partition_key=owner_id):
+            await self._queue.enqueue_async(self._helper, run_id)  # type: ignore[attr-defined]
+        self._nudge()  # dispatched now, not at the queue's next poll
+
+    async def stop(self, run_ids: list[str]) -> None:
+        """Stop helper runs (from a workflow: the agent's stop_helper)."""
+        await asyncio.to_thread(self.stop_now, run_ids)
+
+    def stop_now(self, run_ids: list[str]) -> None:
+        """Stop helper runs: cancel each (at once if it runs in this process), then clean up
+        and tell its parent in a workflow of its own (once per run). Blocking."""
+        for run_id in run_ids:
+            DBOS.cancel_workflow(run_id)
+            self.deps.running.cancel(run_id)
+            with SetWorkflowID(f"stop-{run_id}"):
+                DBOS.start_workflow(self._stopped, run_id)
+
+    def _computer_id(self, helper: HelperInfo) -> str:
+        """Whose computer the run uses: its own for an isolated helper, else its owner's."""
+        if helper.kind != "isolated":
+            return ""
+        with self.deps.database.write() as session:
+            return isolated_computer_of(session, helper)
+
+    def _tell_parent(self, helper: HelperInfo, text: str) -> None:
+        self.router().accept(
+            IncomingMessage(
+                source="helper",
+                idempotency_key=helper.run_id,
+                conversation_id=helper.parent_conversation_id,
+                text=text,
+                trust=helper.report_trust if helper.report is not None else "agent",
+                priority=Priority.HELPER,
+                role="notice",
+            )
+        )
+
+    async def _clean_up(self, run_id: str) -> None:
+        """Remove what the run made for itself: an isolated helper's computer (destroyed,
+        home removed), a general helper's scratch folder."""
+
+        def find() -> HelperInfo:
+            with self.deps.database.read() as session:
+                return helper_of_run(session, run_id)
+
+        helper = await asyncio.to_thread(find)
+        computers = self.deps.computers
+        if helper.kind == "isolated":
+            computer = await asyncio.to_thread(self._computer_id, helper)
+            if computers is not None:
+                await computers.destroy(computer)
+                await asyncio.to_thread(shutil.rmtree, computers.home(computer), True)
+        else:
+            scratch = self.deps.homes_dir / helper.owner_id / scratch_folder(helper.id)
+            await asyncio.to_thread(shutil.rmtree, scratch, True)

@@ -1,0 +1,86 @@
+"""Steps that keep their own record: the agent loop's model and tool calls.
+
+DBOS runs a step and then records its output in its own database, in a transaction of its
+own (after another that checked for an earlier record). The loop's model and tool calls
+already commit their result with their writes, under a key of the run and the call
+(store/step_results.py), and find it there when they run again: DBOS's record adds nothing
+but two transactions per step. So they run as plain coroutines of the workflow: a workflow
+that is replayed after a crash calls them again, and each returns its committed result at
+once, or runs (at least once, as a DBOS step would).
+
+What a DBOS step also gave, done here: retries with backoff for transient failures (a model
+call), and noticing that the run was stopped (a preemption or a Stop on another worker:
+DBOS notices a cancelled workflow at its next step) — `ensure_running` in each call's first
+transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from nightowl.models.base import is_transient
+from nightowl.store.tables import Turn
+
+
+@dataclass(frozen=True)
+class Retries:
+    """How often a step is tried, and how long it waits between tries."""
+
+    attempts: int = 1
+    interval_s: float = 1.0
+    backoff: float = 2.0
+
+
+MODEL_RETRIES = Retries(attempts=5, interval_s=1.0, backoff=2.0)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class RetriesExhausted(Exception):
+    """A step failed on every try; `errors` holds each try's error, the last one last."""
+
+    def __init__(self, errors: list[BaseException]) -> None:
+        super().__init__(f"failed after {len(errors)} tries: {errors[-1]}")
+        self.errors = errors
+
+
+def recorded_step(
+    retries: Retries = Retries(),
+) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    """Run a step that keeps its own record, retrying transient failures."""
+
+    def wrap(step: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        @functools.wraps(step)
+        async def tried(*args: P.args, **kwargs: P.kwargs) -> R:
+            errors: list[BaseException] = []
+            wait = retries.interval_s
+            while True:
+                try:
+                    return await step(*args, **kwargs)
+                except Exception as error:
+                    if not is_transient(error) or retries.attempts <= 1:
+                        raise
+                    errors.append(error)
+                    if len(errors) >= retries.attempts:
+                        raise RetriesExhausted(errors) from error
+                await asyncio.sleep(wait)
+                wait *= retries.backoff
+
+        return tried
+
+    return wrap
+
+
+def ensure_running(session: Session, run_id: str) -> None:
+    """Raise CancelledError if the run was stopped (preempted, stopped, parked) meanwhile."""
+    status = session.scalar(select(Turn.status).where(Turn.id == run_id))
+    if status is not None and status != "running":
+        raise asyncio.CancelledError(f"the run {run_id} was stopped ({status})")

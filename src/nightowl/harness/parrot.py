@@ -1,0 +1,77 @@
+"""The parrot guard (pure): a reply that repeats, word for word, something the agent told the
+owner before, while the owner asked something new, is not sent.
+
+Small models copy text they see (an earlier reply in the work log, an example in the
+instructions) instead of answering. The loop asks again once with `RETRY_NOTE`; a second copy
+is replaced by `could_not`, which tells the owner plainly and how to use a stronger model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.models.base import ModelReply
+
+SHORTEST = 24  # shorter replies ("Done.", "OK, noted.") repeat legitimately
+
+RETRY_NOTE = (
+    "Your reply was not sent: it repeated, word for word, a message you sent the owner "
+    "before, but the owner asked something new. Read the owner's newest message again and "
+    "answer that message itself."
+)
+
+
+def normalise(text: str) -> str:
+    """Text compared without case or spacing differences."""
+    return " ".join(text.split()).casefold()
+
+
+def told(reply: ModelReply) -> list[str]:
+    """What the reply's `send_to_user` calls would show the owner."""
+    return [
+        str(call.arguments.get("text", ""))
+        for call in reply.tool_calls
+        if call.name == "send_to_user"
+    ]
+
+
+def checkable(reply: ModelReply) -> bool:
+    """Whether the reply tells the owner anything long enough to be a copy (only then is
+    what was said before worth reading)."""
+    return any(len(normalise(text)) >= SHORTEST for text in told(reply))
+
+
+def newest_ask(history: Sequence[Entry]) -> str:
+    """The newest message from a person in the history ("" when there is none)."""
+    return next((e.text for e in reversed(history) if e.kind == "user"), "")
+
+
+def repeated(
+    reply: ModelReply, newest: str, said_before: Sequence[str], asked_before: Sequence[str]
+) -> str | None:
+    """The earlier message the reply repeats word for word, when the owner's newest message
+    (`newest`) is not itself a question asked before; else None. `said_before` are the
+    agent's earlier visible messages, `asked_before` the owner's (the newest among them)."""
+    ask = normalise(newest)
+    if not ask or sum(normalise(a) == ask for a in asked_before) > 1:
+        return None  # the same question again: the same answer is right
+    earlier = {normalise(text): text for text in said_before}
+    for text in told(reply):
+        key = normalise(text)
+        if len(key) >= SHORTEST and key in earlier:
+            return earlier[key]
+    return None
+
+
+def could_not(reply: ModelReply, model_name: str) -> ModelReply:
+    """The reply to send instead of a second copy: the owner is told plainly."""
+    text = (
+        f"I could not answer this properly: the model I run on ({model_name}) repeated an "
+        "earlier reply instead of answering your message. A stronger model does better: set "
+        "NIGHTOWL_MODEL (for example anthropic:claude-sonnet-4-5 with ANTHROPIC_API_KEY, or "
+        "openai:gpt-4.1-mini with OPENAI_API_KEY; see docs/models.md) and restart the server."
+    )
+    call = ToolCall(id="call_parrot", name="send_to_user", arguments={"text": text, "final": True})
+    return replace(reply, text="", tool_calls=(call,))

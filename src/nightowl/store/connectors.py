@@ -1,0 +1,242 @@
+"""Connectors in the store: add, list, change, record what a server listed or why it failed,
+and which connectors a conversation may use."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from nightowl.store.connector_tables import ConnectorRow, ConversationConnectors
+from nightowl.store.errors import Invalid, NotFound
+from nightowl.store.ids import new_id
+from nightowl.store.tables import Conversation, utcnow
+
+NAME = re.compile(r"^[a-z][a-z0-9]{0,39}$")
+EFFECTS = ("read", "write", "send", "spend")
+
+
+@dataclass(frozen=True)
+class ConnectorInfo:
+    """A connector as the rest of the server sees it."""
+
+    id: str
+    owner_id: str
+    name: str
+    transport: str
+    command: list[str] = field(default_factory=list)
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    auth: str = "none"
+    description: str = ""
+    trusted: bool = False
+    effects: dict[str, str] = field(default_factory=dict)
+    sampling: bool = False
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    listed_at: datetime | None = None
+    status: str = "new"
+    error: str = ""
+    oauth: dict[str, Any] = field(default_factory=dict)
+
+
+def _info(row: ConnectorRow) -> ConnectorInfo:
+    return ConnectorInfo(
+        id=row.id,
+        owner_id=row.owner_id,
+        name=row.name,
+        transport=row.transport,
+        command=list(row.command or []),
+        url=row.url,
+        headers={str(k): str(v) for k, v in (row.headers or {}).items()},
+        auth=row.auth,
+        description=row.description,
+        trusted=bool(row.trusted),
+        effects={str(k): str(v) for k, v in (row.effects or {}).items()},
+        sampling=bool(row.sampling),
+        tools=list(row.tools or []),
+        listed_at=row.listed_at,
+        status=row.status,
+        error=row.error,
+        oauth=dict(row.oauth or {}),
+    )
+
+
+def check_name(name: str, reserved: Sequence[str] = ()) -> None:
+    """Invalid unless `name` can prefix its tools' names (`<name>_<tool>`)."""
+    if not NAME.match(name):
+        raise Invalid(
+            f"a connector's name is a word of 1-40 lowercase letters and digits starting with a "
+            f"letter (its tools are called {name or 'name'}_<tool>), not {name!r}"
+        )
+    if name in reserved:
+        raise Invalid(f"{name!r} names built-in tools ({name}_...); choose another name")
+
+
+def add_connector(
+    session: Session,
+    owner_id: str,
+    name: str,
+    *,
+    command: Sequence[str] = (),
+    url: str | None = None,
+    headers: dict[str, str] | None = None,
+    auth: str = "none",
+    description: str = "",
+    trusted: bool = False,
+) -> ConnectorInfo:
+    """A new connector: a command (stdio, run inside the owner's computer) or a URL."""
+    if bool(command) == bool(url):
+        raise Invalid("give either a command to run (stdio) or a URL (streamable HTTP)")
+    if auth not in ("none", "oauth"):
+        raise Invalid(f"auth is 'none' or 'oauth', not {auth!r}")
+    if command and (headers or auth != "none"):
+        raise Invalid("headers and OAuth are for connectors reached by URL")
+    if _row(session, owner_id, name) is not None:
+        raise Invalid(f"a connector named {name!r} already exists; remove it first")
+    row = ConnectorRow(
+        id=new_id("con"),
+        owner_id=owner_id,
+        name=name,
+        transport="stdio" if command else "http",
+        command=list(command),
+        url=url,
+        headers=dict(headers or {}),
+        auth=auth,
+        description=description,
+        trusted=trusted,
+        effects={},
+        sampling=False,
+        tools=[],
+        status="new",
+        error="",
+        oauth={},
+    )
+    session.add(row)
+    session.flush()
+    return _info(row)
+
+
+def _row(session: Session, owner_id: str, name: str) -> ConnectorRow | None:
+    return session.scalar(
+        select(ConnectorRow).where(ConnectorRow.owner_id == owner_id, ConnectorRow.name == name)
+    )
+
+
+def _existing(session: Session, owner_id: str, name: str) -> ConnectorRow:
+    row = _row(session, owner_id, name)
+    if row is None:
+        raise NotFound(f"no connector named {name!r}; `nightowl connectors list` shows them")
+    return row
+
+
+def get_connector(session: Session, owner_id: str, name: str) -> ConnectorInfo:
+    """The owner's connector by name (NotFound when there is none)."""
+    return _info(_existing(session, owner_id, name))
+
+
+def connectors_of(session: Session, owner_id: str) -> list[ConnectorInfo]:
+    """Every connector of the owner, by name."""
+    rows = session.scalars(
+        select(ConnectorRow).where(ConnectorRow.owner_id == owner_id).order_by(ConnectorRow.name)
+    )
+    return [_info(row) for row in rows]
+
+
+def change_connector(
+    session: Session,
+    owner_id: str,
+    name: str,
+    *,
+    description: str | None = None,
+    trusted: bool | None = None,
+    sampling: bool | None = None,
+    effects: dict[str, str] | None = None,
+) -> ConnectorInfo:
+    """Change what the owner decides about a connector (None leaves a field as it is);
+    `effects` replaces the per-tool overrides (an empty effect removes one)."""
+    row = _existing(session, owner_id, name)
+    if description is not None:
+        row.description = description
+    if trusted is not None:
+        row.trusted = trusted
+    if sampling is not None:
+        row.sampling = sampling
+    if effects is not None:
+        bad = sorted({e for e in effects.values() if e and e not in EFFECTS})
+        if bad:
+            raise Invalid(f"an effect is one of {', '.join(EFFECTS)}, not {bad[0]!r}")
+        merged = {**(row.effects or {}), **effects}
+        row.effects = {tool: effect for tool, effect in merged.items() if effect}
+    row.updated_at = utcnow()
+    session.flush()
+    return _info(row)
+
+
+def record_listing(
+    session: Session, owner_id: str, name: str, tools: list[dict[str, Any]]
+) -> ConnectorInfo:
+    """The tools the server listed just now; the connector works."""
+    row = _existing(session, owner_id, name)
+    row.tools, row.listed_at, row.status, row.error = tools, utcnow(), "ok", ""
+    session.flush()
+    return _info(row)
+
+
+def record_failure(session: Session, owner_id: str, name: str, status: str, error: str) -> None:
+    """Why the connector could not be reached (`status`: failed | authorize)."""
+    row = _row(session, owner_id, name)
+    if row is not None:
+        row.status, row.error = status, error[:2000]
+
+
+def set_oauth_state(session: Session, owner_id: str, name: str, state: dict[str, Any]) -> None:
+    """Replace the connector's non-secret OAuth state (client id, expiry, scope)."""
+    row = _existing(session, owner_id, name)
+    row.oauth = dict(state)
+
+
+def drop_connector(session: Session, owner_id: str, name: str) -> None:
+    """Delete a connector (NotFound when there is none by that name)."""
+    row = _existing(session, owner_id, name)
+    session.delete(row)
+
+
+def allowed_connectors(session: Session, conversation_id: str) -> list[str] | None:
+    """The connectors the conversation may use by name; None: all of its owner's."""
+    row = session.get(ConversationConnectors, conversation_id)
+    return None if row is None else list(row.names)
+
+
+def set_allowed_connectors(
+    session: Session, conversation_id: str, names: Sequence[str] | None
+) -> None:
+    """Limit the conversation to these connectors (None: every connector of its owner)."""
+    session.execute(
+        delete(ConversationConnectors).where(
+            ConversationConnectors.conversation_id == conversation_id
+        )
+    )
+    if names is not None:
+        session.add(ConversationConnectors(conversation_id=conversation_id, names=sorted(names)))
+    session.flush()
+
+
+def conversation_connectors(
+    session: Session, conversation_id: str
+) -> tuple[str, list[ConnectorInfo]]:
+    """The conversation's owner and the connectors it may use."""
+    owner_id = session.scalar(
+        select(Conversation.owner_id).where(Conversation.id == conversation_id)
+    )
+    if owner_id is None:
+        return "", []
+    found = connectors_of(session, owner_id)
+    allowed = allowed_connectors(session, conversation_id)
+    if allowed is not None:
+        found = [c for c in found if c.name in allowed]
+    return owner_id, found

@@ -1,0 +1,20 @@
+"""What a runtime notice is about, from the key it was delivered with (engine/turn.py and
+engine/parking.py deliver them once per key): a failed turn, a stopped one, a budget stop."""
+
+from __future__ import annotations
+
+NOTICE_PREFIXES = {
+    "budget:": "budget_stop",
+    "guard:": "stopped_turn",
+    "model-error:": "failed_turn",
+    "turn-error:": "failed_turn",
+    "parked:": "failed_turn",
+}
+
+
+def notice_kind(client_id: str | None) -> str | None:
+    """failed_turn | stopped_turn | budget_stop for a turn's notice, else None."""
+    for prefix, kind in NOTICE_PREFIXES.items():
+        if client_id and client_id.startswith(prefix):
+            return kind
+    return None

@@ -1,0 +1,45 @@
+"""Results of durable steps that write to the store, kept with their writes.
+
+DBOS records a step's output in its own database after the step returns. A step that commits
+to the app store first and dies before DBOS records it is run again on recovery; without this
+record the re-run would see its own earlier writes (a model reply already in the history) and
+do something else. So each such step saves what it returns in the transaction that commits its
+work, under a key derived from its workflow and position, and a re-run returns that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from nightowl.store.tables import StepResult
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A step's committed result (a value of its own, possibly None)."""
+
+    value: Any
+
+
+def recorded_result(session: Session, key: str) -> Recorded | None:
+    """What the step `key` returned when its work was committed, or None if it never was."""
+    found = session.execute(select(StepResult.result).where(StepResult.key == key)).first()
+    return None if found is None else Recorded(found[0])
+
+
+def forget_results_before(session: Session, cutoff: datetime) -> int:
+    """Delete step results older than `cutoff`; how many. Past the retention period their
+    workflows' own records are gone too, so no step can run again to ask for them."""
+    deleted = session.execute(delete(StepResult).where(StepResult.created_at < cutoff))
+    return int(deleted.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def record_result(session: Session, key: str, result: Any) -> None:
+    """Keep what the step `key` returns; call it in the transaction that commits its work."""
+    session.add(StepResult(key=key, result=result))
+    session.flush()

@@ -1,0 +1,1 @@
+"""MCP connectors: a user's MCP servers as tools (a provider, tools/providers.py)."""

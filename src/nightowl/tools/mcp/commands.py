@@ -1,0 +1,148 @@
+"""`nightowl connectors add|list|remove|test|trust|limit`: the owner's MCP connectors, through
+the running server (a stdio server is tested inside the owner's computer, which the server
+runs)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+# The CLI's one request to the running server: (name, url, method, path, body) -> response.
+CallServer = Callable[..., Any]
+
+
+def add_connector_commands(commands: Any, run: Callable[[argparse.Namespace], int]) -> None:
+    """The `connectors` command and its subcommands."""
+    connectors = commands.add_parser("connectors", help="MCP servers as tools (the server)")
+    connectors.add_argument("--url", dest="server_url", help="the server (default: local)")
+    sub = connectors.add_subparsers(dest="connectors_command", required=True)
+    add = sub.add_parser(
+        "add",
+        help="add one: NAME -- COMMAND ARGS... (runs inside your computer) or NAME --url URL",
+    )
+    add.add_argument("name")
+    add.add_argument("--url", help="a streamable-HTTP MCP server")
+    add.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an HTTP header; the value may name secrets: {{secret:NAME}}",
+    )
+    add.add_argument("--oauth", action="store_true", help="the server uses OAuth 2.1")
+    add.add_argument("--description", default="", help="what it is for (the agent reads it)")
+    add.add_argument("--trusted", action="store_true", help="trust what its tools return")
+    add.add_argument("command", nargs="*", help="after --: the command and its arguments")
+    sub.add_parser("list", help="your connectors and their status")
+    for verb, text in (
+        ("remove", "remove a connector"),
+        ("test", "connect now, list tools"),
+        ("authorize", "authorise nightowl with an OAuth connector (prints the URL to open)"),
+    ):
+        sub.add_parser(verb, help=text).add_argument("name")
+    sampling = sub.add_parser("sampling", help="let a connector's server use your model (--no)")
+    sampling.add_argument("name")
+    sampling.add_argument("--no", action="store_true")
+    trust = sub.add_parser("trust", help="trust (or --no) what a connector's tools return")
+    trust.add_argument("name")
+    trust.add_argument("--no", action="store_true")
+    effect = sub.add_parser("effect", help="set a tool's effect: read, write, send or spend")
+    effect.add_argument("name")
+    effect.add_argument("tool", help="the tool's name on its server")
+    effect.add_argument("effect", choices=["read", "write", "send", "spend", "default"])
+    limit = sub.add_parser("limit", help="the connectors a conversation may use (none: all)")
+    limit.add_argument("conversation")
+    limit.add_argument("names", nargs="*")
+    limit.add_argument("--all", action="store_true", help="every connector (the default)")
+    connectors.set_defaults(run=run)
+
+
+def run_connectors(args: argparse.Namespace, call: CallServer) -> int:
+    """Carry out one `connectors` subcommand; 0 when it worked, 2 when it did not."""
+    command = args.connectors_command
+
+    def request(method: str, path: str, body: Any = None) -> Any:
+        return call("connectors", args.server_url, method, path, body)
+
+    if command == "add":
+        if bool(args.url) == bool(args.command):
+            print("nightowl connectors: give `-- COMMAND ARGS...` or `--url URL` (one of them)")
+            return 2
+        headers = dict(h.split("=", 1) for h in args.header if "=" in h)
+        body = {
+            "name": args.name,
+            "command": args.command or None,
+            "url": args.url,
+            "headers": headers,
+            "auth": "oauth" if args.oauth else "none",
+            "description": args.description,
+            "trusted": args.trusted,
+        }
+        response = request("POST", "/v1/connectors", body)
+        if response is None:
+            return 2
+        print(f"added {args.name}; `nightowl connectors test {args.name}` connects now")
+        return 0
+    if command == "list":
+        response = request("GET", "/v1/connectors")
+        if response is None:
+            return 2
+        for c in response.json():
+            where = " ".join(c["command"]) if c["transport"] == "stdio" else c["url"]
+            trust = "trusted" if c["trusted"] else "untrusted output"
+            print(
+                f"{c['name']:<16} {c['status']:<10} {len(c['tools']):>3} tools  {trust:<16} {where}"
+            )
+            if c["error"]:
+                print(f"{'':<16} {c['error']}")
+        if not response.json():
+            print("no connectors; `nightowl connectors add NAME -- COMMAND` adds one")
+        return 0
+    if command == "remove":
+        if request("DELETE", f"/v1/connectors/{args.name}") is None:
+            return 2
+        print(f"removed {args.name}")
+        return 0
+    if command == "test":
+        response = request("POST", f"/v1/connectors/{args.name}/test")
+        if response is None:
+            return 2
+        report = response.json()
+        if not report["ok"]:
+            print(f"{args.name} failed: {report['error']}\nwhat to do: {report['advice']}")
+            return 2
+        print(f"{args.name} works; {len(report['tools'])} tools:")
+        for tool in report["tools"]:
+            print(f"  {tool['name']:<40} {tool['effect']:<6} {tool['summary']}")
+        return 0
+    if command == "authorize":
+        response = request("POST", f"/v1/connectors/{args.name}/authorize")
+        if response is None:
+            return 2
+        url = response.json()["authorize_url"]
+        if url is None:
+            print(f"{args.name} is authorised already")
+        else:
+            print(f"open this to authorise nightowl with {args.name}:\n{url}")
+        return 0
+    if command in ("trust", "effect", "sampling"):
+        if command == "trust":
+            change: dict[str, Any] = {"trusted": not args.no}
+        elif command == "sampling":
+            change = {"sampling": not args.no}
+        else:
+            change = {"effects": {args.tool: "" if args.effect == "default" else args.effect}}
+        if request("PATCH", f"/v1/connectors/{args.name}", change) is None:
+            return 2
+        print(f"changed {args.name}")
+        return 0
+    names = None if args.all or not args.names else args.names
+    response = request(
+        "PUT", f"/v1/conversations/{args.conversation}/connectors", {"connectors": names}
+    )
+    if response is None:
+        return 2
+    allowed = response.json()["connectors"]
+    print("every connector" if allowed is None else ", ".join(allowed) or "no connectors")
+    return 0

@@ -1,0 +1,70 @@
+"""The parrot guard's decision (pure): a word-for-word repeat of an earlier message, while the
+owner asked something new, is caught; the same question again, or a short reply, is not."""
+
+from __future__ import annotations
+
+from nightowl.harness.parrot import could_not, newest_ask, repeated, told
+from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.models.base import ModelReply, Usage
+
+EARLIER = "I can help you with various tasks, such as reading files and setting timers."
+
+
+def _reply(*texts: str) -> ModelReply:
+    calls = tuple(
+        ToolCall(id=f"c{n}", name="send_to_user", arguments={"text": text, "final": True})
+        for n, text in enumerate(texts)
+    )
+    return ModelReply(text="", tool_calls=calls, usage=Usage(), model="m")
+
+
+def test_a_copy_of_an_earlier_message_is_caught_whatever_its_spacing_and_case() -> None:
+    copy = _reply("i can help you with various tasks,  such as reading files and\nsetting timers.")
+    found = repeated(copy, "Write a poem about owls.", [EARLIER], ["What can you do?"])
+    assert found == EARLIER
+
+
+def test_a_new_answer_passes() -> None:
+    answer = _reply(
+        "Owls glide at night,\nsilent wings in pale moonlight,\nthe forest holds still."
+    )
+    assert repeated(answer, "Write a poem about owls.", [EARLIER], ["What can you do?"]) is None
+
+
+def test_the_same_question_again_may_get_the_same_answer() -> None:
+    asked = ["What can you do?", "What can you do?"]  # the newest among them
+    assert repeated(_reply(EARLIER), "what can you do?", [EARLIER], asked) is None
+
+
+def test_short_replies_repeat_freely() -> None:
+    assert repeated(_reply("Done, noted."), "remember milk", ["Done, noted."], []) is None
+
+
+def test_any_of_several_sends_is_checked_and_other_tools_are_not() -> None:
+    reply = _reply("A fresh first line that is long enough.", EARLIER)
+    assert repeated(reply, "new question", [EARLIER], ["old question"]) == EARLIER
+    shell = ModelReply(
+        text="",
+        tool_calls=(ToolCall(id="s", name="shell", arguments={"text": EARLIER}),),
+        usage=Usage(),
+        model="m",
+    )
+    assert told(shell) == [] and repeated(shell, "new", [EARLIER], []) is None
+
+
+def test_the_newest_ask_is_the_last_message_from_a_person() -> None:
+    history = [
+        Entry(kind="user", text="first", trust="owner"),
+        Entry(kind="assistant", text="", tool_calls=()),
+        Entry(kind="user", text="second", trust="owner"),
+        Entry(kind="notice", text="Current time", trust="agent"),
+    ]
+    assert newest_ask(history) == "second" and newest_ask([]) == ""
+
+
+def test_the_owner_is_told_plainly_how_to_get_a_stronger_model() -> None:
+    replaced = could_not(_reply(EARLIER), "local:qwen")
+    [call] = replaced.tool_calls
+    assert call.name == "send_to_user" and call.arguments["final"] is True
+    assert "local:qwen" in call.arguments["text"] and "NIGHTOWL_MODEL" in call.arguments["text"]
+    assert replaced.usage == Usage()
