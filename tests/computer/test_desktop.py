@@ -124,7 +124,7 @@ def screenshot_path(desk: Desk, result: ToolResult) -> Path:
     return desk.computers.home(desk.owner) / inside.removeprefix("/home/agent/")
 
 
-async def wait_until(check: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
+async def wait_until(check: Callable[[], Awaitable[bool]], timeout_s: float = 60.0) -> None:
     """Poll an async predicate until it holds."""
     deadline = time.monotonic() + timeout_s
     while not await check():
@@ -148,7 +148,9 @@ def test_tools_click_and_type_into_a_program_and_take_screenshots(desk: Desk) ->
         await sandbox.start_daemon(argv, env=display.env)
 
         async def xterm_shown() -> bool:
-            found = await desk.desktops.x(display, ["xdotool", "search", "--class", "xterm"])
+            found = await desk.desktops.x(
+                display, ["xdotool", "search", "--onlyvisible", "--class", "xterm"]
+            )
             return found.exit_code == 0
 
         await wait_until(xterm_shown)

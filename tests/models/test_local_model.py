@@ -248,13 +248,18 @@ def test_a_helper_on_the_local_model_does_its_task_and_reports_to_its_parent(
             c=helper_conversation,
         )
         assert [m for (m,) in models] and all(m.startswith("local:") for (m,) in models)
-        # The report reached the parent conversation as a notice (the main agent read it).
-        parent = rows(
-            url,
-            "SELECT payload FROM transcript_entries WHERE conversation_id = :c",
-            c=conversation,
-        )
-        assert any(token in str(payload) for (payload,) in parent)
+
+        # The report reaches the parent conversation as a notice (the main agent reads it; the
+        # helper is marked done first, then its report wakes the parent).
+        def parent_read_it() -> bool:
+            parent = rows(
+                url,
+                "SELECT payload FROM transcript_entries WHERE conversation_id = :c",
+                c=conversation,
+            )
+            return any(token in str(payload) for (payload,) in parent)
+
+        wait_for(parent_read_it, timeout=120, interval=0.5)
     finally:
         server.stop()
 

@@ -80,9 +80,20 @@ def test_a_storm_of_1000_deliveries_of_100_events_stores_exactly_100(
 def test_two_conversations_progress_in_parallel_while_one_is_busy(
     tmp_path: Path, database_url: str
 ) -> None:
+    # Every model call takes 3 s: the busy conversation's turns run for many seconds, so a
+    # router that served conversations one after another would start the idle one's turn
+    # only after the busy one's last turn ended (an order, not a time: a loaded machine
+    # slows both alike).
     model = write_script(
         tmp_path / "script.json",
-        [{"tool_calls": [{"name": "send_to_user", "arguments": {"text": "ok", "final": True}}]}],
+        [
+            {
+                "delay": 3,
+                "tool_calls": [
+                    {"name": "send_to_user", "arguments": {"text": "ok", "final": True}}
+                ],
+            }
+        ],
         then="repeat_last",
     )
     server = ServerProcess(tmp_path / "data", database_url, model=model).start()
@@ -95,20 +106,41 @@ def test_two_conversations_progress_in_parallel_while_one_is_busy(
                 client.post(
                     f"/v1/conversations/{busy}/messages", json={"client_id": f"b{n}", "text": "x"}
                 )
-            started = time.monotonic()
-            client.post(f"/v1/conversations/{free}/messages", json={"client_id": "f", "text": "hi"})
-            wait_for(
-                lambda: (
-                    rows(
-                        database_url, "SELECT status FROM turns WHERE conversation_id = :c", c=free
-                    )
-                    == [("done",)]
+            ((running,),) = wait_for(
+                lambda: rows(
+                    database_url,
+                    "SELECT id FROM turns WHERE conversation_id = :c AND status = 'running'",
+                    c=busy,
                 ),
-                timeout=30,
+                timeout=60,
                 interval=0.01,
             )
-            free_done = time.monotonic() - started
-        assert free_done < 3, f"the idle conversation waited {free_done:.1f}s"
+            client.post(f"/v1/conversations/{free}/messages", json={"client_id": "f", "text": "hi"})
+            turns_sql = (
+                "SELECT status, started_at, finished_at FROM turns WHERE conversation_id = :c"
+            )
+            wait_for(
+                lambda: [row[0] for row in rows(database_url, turns_sql, c=free)] == ["done"],
+                timeout=120,
+                interval=0.05,
+            )
+            wait_for(
+                lambda: all(
+                    row[0] not in ("queued", "running")
+                    for row in rows(database_url, turns_sql, c=busy)
+                ),
+                timeout=120,
+            )
+        ((_, free_started, _),) = rows(database_url, turns_sql, c=free)
+        ((busy_ended,),) = rows(
+            database_url, "SELECT finished_at FROM turns WHERE id = :t", t=running
+        )
+        # Both ran at once: the idle conversation's turn started while the busy turn that was
+        # running when its message came had not ended.
+        assert free_started < busy_ended, (
+            f"the idle conversation's turn started at {free_started}, "
+            f"after the busy turn running then ended at {busy_ended}"
+        )
     finally:
         server.stop()
 

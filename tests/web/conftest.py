@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Page,
+    Playwright,
+    expect,
+    sync_playwright,
+)
 
 from tests.server import ServerProcess
 
@@ -25,6 +32,11 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--disable-dev-shm-usage",
 ]
+
+
+# How long an `expect` waits for the page to show what it should: a bound, not a speed check
+# (test processes run side by side on 2 cores; a turn with a scripted model can take seconds).
+expect.set_options(timeout=20_000)
 
 
 def chromium_path() -> str:
