@@ -9,6 +9,8 @@ from pathlib import Path
 
 import psycopg
 
+from tests.e2e.store_view import forget
+
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 BACKENDS = ("sqlite", "postgresql")
 
@@ -25,5 +27,6 @@ def fresh_database(backend: str, folder: Path) -> Iterator[str]:
     try:
         yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
     finally:
+        forget(f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}")
         with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
