@@ -259,6 +259,32 @@ def test_a_model_that_keeps_failing_ends_the_turn_with_one_message(
     ) == [("failed",)]
 
 
+def test_a_reply_that_sends_a_receipt_back_is_asked_again_then_dropped(
+    scripted: Any, database_url: str
+) -> None:
+    """What the local model did after writing a note: it sent the send's receipt ("Delivered to
+    the user (message #2).") back to the owner, again and again, the number counting up. The
+    copy is never sent: the model is asked once more, and a second copy ends the turn with
+    nothing more said."""
+    server = scripted(
+        [
+            {"tool_calls": [_say("Noted: milk on Friday.")]},
+            {"tool_calls": [_say("Delivered to the user (message #2).")]},
+            {"tool_calls": [_say("Delivered to the user (message #3).")]},
+            {"tool_calls": [_say("Delivered to the user (message #4).")]},
+        ]
+    )
+    conversation, messages = _run_turn(server, database_url, "Remember milk on Friday.")
+    said = [m["body"] for m in messages if m["role"] == "agent"]
+    assert said == ["Noted: milk on Friday."]
+    steps = rows(
+        database_url,
+        "SELECT step FROM model_calls WHERE conversation_id = :c AND step >= 0 ORDER BY step",
+        c=conversation,
+    )
+    assert [step for (step,) in steps] == [0, 1, 1]  # the copy and its retry: one step
+
+
 def test_a_reply_that_parrots_an_earlier_message_is_asked_again_then_explained(
     scripted: Any, database_url: str
 ) -> None:

@@ -3,7 +3,14 @@ owner asked something new, is caught; the same question again, or a short reply,
 
 from __future__ import annotations
 
-from nightowl.harness.parrot import could_not, newest_ask, repeated, told
+from nightowl.harness.parrot import (
+    could_not,
+    echoed_receipt,
+    newest_ask,
+    repeated,
+    told,
+    without_sends,
+)
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.models.base import ModelReply, Usage
 
@@ -68,3 +75,25 @@ def test_the_owner_is_told_plainly_how_to_get_a_stronger_model() -> None:
     assert call.name == "send_to_user" and call.arguments["final"] is True
     assert "local:qwen" in call.arguments["text"] and "NIGHTOWL_MODEL" in call.arguments["text"]
     assert replaced.usage == Usage()
+
+
+def test_a_sends_receipt_copied_back_is_caught_whatever_its_number() -> None:
+    history = [
+        Entry(kind="user", text="Remember milk on Friday."),
+        Entry(
+            kind="tool_result", text="Delivered to the user (message #2).", tool_name="send_to_user"
+        ),
+    ]
+    assert echoed_receipt(_reply("Delivered to the user (message #17)."), history) is not None
+    assert echoed_receipt(_reply("Noted: milk on Friday, and bread too."), history) is None
+    # Another tool's result with the same words is not a send's receipt.
+    other = [Entry(kind="tool_result", text="Delivered to the user (message #2).", tool_name="x")]
+    assert echoed_receipt(_reply("Delivered to the user (message #17)."), other) is None
+
+
+def test_without_sends_keeps_the_other_calls() -> None:
+    note = ToolCall(id="n", name="write_note", arguments={"text": "milk"})
+    reply = _reply("Delivered to the user (message #3).")
+    both = ModelReply(text="", tool_calls=(*reply.tool_calls, note), usage=Usage(), model="m")
+    assert without_sends(both).tool_calls == (note,)
+    assert without_sends(reply).tool_calls == ()

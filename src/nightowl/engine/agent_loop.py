@@ -48,7 +48,16 @@ from nightowl.harness.loop import (
     follow_ups,
     rerun_asked,
 )
-from nightowl.harness.parrot import RETRY_NOTE, checkable, could_not, newest_ask, repeated
+from nightowl.harness.parrot import (
+    RECEIPT_NOTE,
+    RETRY_NOTE,
+    checkable,
+    could_not,
+    echoed_receipt,
+    newest_ask,
+    repeated,
+    without_sends,
+)
 from nightowl.harness.pins import PromptPin, pinned_request
 from nightowl.harness.prompt import PROMPT_STYLES, PromptStyle
 from nightowl.harness.transcript import Entry, ToolCall
@@ -202,18 +211,29 @@ class AgentLoop:
             if profile.purpose != request.purpose:
                 request = replace(request, purpose=profile.purpose)
 
+            retry_note = [RETRY_NOTE]  # why the first reply was not kept
+
             def keep(session: Session, reply: ModelReply, last_try: bool) -> ModelReply | None:
                 """Keep the reply with its call's record and return it, unless it parrots an
-                earlier message (a conversation's turn): then None, to ask again once; the
-                second time, keep what tells the owner the model could not do it."""
+                earlier message (a conversation's turn) or a send's receipt: then None, to ask
+                again once (`retry_note` says why); the second time, keep what tells the owner
+                the model could not do it (a copied receipt: the reply without its sends)."""
                 copied = None
-                if profile.purpose == "turn" and checkable(reply):
+                if checkable(reply) and echoed_receipt(reply, start.history) is not None:
+                    metrics.parroted_replies.inc()
+                    log.warning("a reply repeated a send's receipt", extra={"run": run_id})
+                    if not last_try:
+                        retry_note[0] = RECEIPT_NOTE
+                        return None
+                    reply = without_sends(reply)
+                elif profile.purpose == "turn" and checkable(reply):
                     said, asked = recent_exchanges(session, conversation_id)
                     copied = repeated(reply, newest_ask(start.history), said, asked)
                 if copied is not None:
                     metrics.parroted_replies.inc()
                     log.warning("a reply repeated an earlier message", extra={"run": run_id})
                     if not last_try:
+                        retry_note[0] = RETRY_NOTE
                         return None
                     reply = could_not(reply, profile.model.name)
                 keep_reply(
@@ -240,7 +260,10 @@ class AgentLoop:
             # call of its own.
             again = replace(
                 request,
-                messages=(*request.messages, Entry(kind="notice", text=RETRY_NOTE, trust="agent")),
+                messages=(
+                    *request.messages,
+                    Entry(kind="notice", text=retry_note[0], trust="agent"),
+                ),
             )
             _, kept_second = await self.calls.call(
                 profile.model,

@@ -1,13 +1,17 @@
 """The parrot guard (pure): a reply that repeats, word for word, something the agent told the
-owner before, while the owner asked something new, is not sent.
+owner before, while the owner asked something new, is not sent; nor is a reply that sends the
+owner the receipt of a message already sent.
 
 Small models copy text they see (an earlier reply in the work log, an example in the
-instructions) instead of answering. The loop asks again once with `RETRY_NOTE`; a second copy
-is replaced by `could_not`, which tells the owner plainly and how to use a stronger model.
+instructions, the tool result they just got) instead of answering. The loop asks again once
+with a note (`RETRY_NOTE`, `RECEIPT_NOTE`); a second copy of an earlier message is replaced by
+`could_not`, which tells the owner plainly and how to use a stronger model; a second copied
+receipt is dropped (`without_sends`: the owner has the message already).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -20,6 +24,13 @@ RETRY_NOTE = (
     "Your reply was not sent: it repeated, word for word, a message you sent the owner "
     "before, but the owner asked something new. Read the owner's newest message again and "
     "answer that message itself."
+)
+
+
+RECEIPT_NOTE = (
+    "Your reply was not sent: it repeated the receipt of a message you already sent "
+    '("Delivered to the user ..."). The owner has that message. Tell the owner something '
+    "new, or end your turn without sending anything."
 )
 
 
@@ -63,6 +74,30 @@ def repeated(
         if len(key) >= SHORTEST and key in earlier:
             return earlier[key]
     return None
+
+
+def _numbers_masked(text: str) -> str:
+    return re.sub(r"\d+", "#", normalise(text))
+
+
+def echoed_receipt(reply: ModelReply, history: Sequence[Entry]) -> str | None:
+    """The `send_to_user` text of the reply that copies the receipt of an earlier send (any
+    message number: "Delivered to the user (message #7)."), or None."""
+    receipts = {
+        _numbers_masked(entry.text)
+        for entry in history
+        if entry.kind == "tool_result" and entry.tool_name == "send_to_user"
+    }
+    for text in told(reply):
+        if len(normalise(text)) >= SHORTEST and _numbers_masked(text) in receipts:
+            return text
+    return None
+
+
+def without_sends(reply: ModelReply) -> ModelReply:
+    """The reply without its `send_to_user` calls (a copied receipt is not sent twice)."""
+    calls = tuple(call for call in reply.tool_calls if call.name != "send_to_user")
+    return replace(reply, tool_calls=calls)
 
 
 def could_not(reply: ModelReply, model_name: str) -> ModelReply:
