@@ -45,7 +45,7 @@ class Settings(BaseSettings):
     heartbeat_timeout_s: float = Field(default=5.0, gt=0)
     queue_polling_interval_s: float = Field(default=0.05, gt=0)
     queue_idle_polling_interval_s: float = Field(default=1.0, gt=0)
-    queue_active_window_s: float = Field(default=30.0, ge=0)
+    queue_active_window_s: float = Field(default=0.0, ge=0)
     notification_polling_interval_s: float = Field(default=0.05, gt=0)
     max_turn_recoveries: int = Field(
         default=3,

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from nightowl.config import Settings
+from nightowl.engine.durable import DurableEngine
 from nightowl.engine.queue_nudge import NudgeableEvent
 from tests.e2e.store_view import rows
 from tests.server import ServerProcess, say, wait_for, write_script
@@ -81,3 +83,34 @@ def test_a_nudge_wakes_every_waiter_once_and_a_set_still_stops_them() -> None:
     assert event.wait(timeout=0.2) is False  # no nudge left: it waited out the timeout
     event.set()
     assert event.wait(timeout=10) is True and event.is_set()
+
+
+class _PacedQueue:
+    """What the engine asks of DBOS's queue when it changes pace."""
+
+    def __init__(self) -> None:
+        self.intervals: list[float] = []
+
+    def set_polling_interval_sec(self, interval: float) -> None:
+        self.intervals.append(interval)
+
+
+def test_the_queue_polls_fast_only_while_a_turn_waits_to_be_dispatched() -> None:
+    """A running turn needs no poll (an urgent one started on enqueue): the queue polls at the
+    idle rate unless some turn is queued (behind its conversation's running turn, or delayed),
+    then at the active rate until it starts."""
+    settings = Settings(queue_polling_interval_s=0.05, queue_idle_polling_interval_s=1.0)
+    engine = DurableEngine(settings)
+    queue = _PacedQueue()
+    engine._queue, engine._fast = queue, True  # as launched: fast
+    engine.relax_when_idle(waiting=True)  # a turn waits: stays fast
+    engine.relax_when_idle(waiting=False)  # none waits (one may run): idle pace at once
+    engine.relax_when_idle(waiting=False)
+    engine.relax_when_idle(waiting=True)  # one queued behind a running turn: fast again
+    assert queue.intervals == [1.0, 0.05]
+    # With an active window, an enqueue keeps the fast pace for the window.
+    windowed = DurableEngine(Settings(queue_active_window_s=60))
+    windowed._queue, windowed._fast = _PacedQueue(), True
+    windowed._last_activity = time.monotonic()
+    windowed.relax_when_idle(waiting=False)
+    assert windowed._fast and windowed._queue.intervals == []

@@ -73,6 +73,8 @@ class DurableEngine:
         self._compaction_queue: Any = None
         self._waker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wake")
         self.running = RunningTurns()
+        self._fast = True  # the conversation queue's pace (engine launched: active)
+        self._last_activity = 0.0  # when a turn was last enqueued (time.monotonic())
         self._nudge = QueueNudge()
         self._nudge.install()  # before launch: DBOS's queue threads get a nudgeable event
         DBOS.destroy(destroy_registry=True)  # a clean registry for this process's workflows
@@ -193,16 +195,22 @@ class DurableEngine:
         self._queue.set_polling_interval_sec(interval)
         self._fast = fast
 
-    def relax_when_idle(self, busy: bool) -> None:
-        """Poll the queue slowly once nothing has been enqueued for a while and nothing waits.
+    def relax_when_idle(self, waiting: bool) -> None:
+        """Poll the queue slowly once no turn waits to be dispatched (and nothing was enqueued
+        within the active window, none by default).
 
-        Each poll of the conversation queue costs DBOS several milliseconds of CPU; at the
-        active rate an idle server would burn a sixth of a core. The first turn after a quiet
-        spell waits at most one idle interval; the ones after it, one active interval.
+        Each poll of the conversation queue costs DBOS several milliseconds of CPU: at the
+        active rate a server would burn a sixth of a core on it. A poll only matters while a
+        turn waits in the queue: an urgent one is dispatched on enqueue (the nudge), a running
+        turn needs none, and one queued behind another (its conversation's turn still runs) or
+        enqueued with a delay keeps the queue at the active rate until it starts. So the queue
+        polls fast only while some turn is `queued`; the rest of the time at the idle rate.
         """
         quiet = time.monotonic() - self._last_activity > self._settings.queue_active_window_s
-        if self._fast and quiet and not busy and self._queue is not None:
+        if self._fast and quiet and not waiting and self._queue is not None:
             self._set_pace(fast=False)
+        elif not self._fast and waiting and self._queue is not None:
+            self._set_pace(fast=True)
 
     def recover(self, executor_id: str) -> int:
         """Take over the unfinished workflows of a dead worker; returns how many."""

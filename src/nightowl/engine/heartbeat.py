@@ -11,7 +11,7 @@ from nightowl.engine.durable import DurableEngine
 from nightowl.metrics import Metrics
 from nightowl.store.database import Database
 from nightowl.store.tables import utcnow
-from nightowl.store.turns import has_unfinished_turns
+from nightowl.store.turns import has_waiting_turns
 from nightowl.store.workers import beat, claim_dead, stale_workers
 
 log = logging.getLogger(__name__)
@@ -55,10 +55,10 @@ class Heartbeat:
         return taken
 
     def pace_queue(self) -> None:
-        """Let the engine slow its queue polling when no turn waits or runs anywhere."""
+        """Let the engine slow its queue polling when no turn waits to be dispatched."""
         with self._database.read() as session:
-            busy = has_unfinished_turns(session)
-        self._engine.relax_when_idle(busy)
+            waiting = has_waiting_turns(session)
+        self._engine.relax_when_idle(waiting)
 
     async def run(self) -> None:
         """Beat and watch until cancelled."""

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from nightowl.models.base import is_transient
@@ -81,6 +81,10 @@ def recorded_step(
 
 def ensure_running(session: Session, run_id: str) -> None:
     """Raise CancelledError if the run was stopped (preempted, stopped, parked) meanwhile."""
-    status = session.scalar(select(Turn.status).where(Turn.id == run_id))
+    status = session.connection().execute(_STATUS, {"run_id": run_id}).scalar()
     if status is not None and status != "running":
         raise asyncio.CancelledError(f"the run {run_id} was stopped ({status})")
+
+
+# Prebuilt: every model and tool step checks it.
+_STATUS = select(Turn.status).where(Turn.id == bindparam("run_id"))

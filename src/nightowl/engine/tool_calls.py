@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -74,17 +74,20 @@ async def run_tool_call(
     # `slot` names this call uniquely within the turn; providers' own call ids may repeat
     # (small local models number every reply's calls from zero).
     call = ToolCall.from_dict(call_data)
-    registry = (
-        tools
-        if isinstance(tools, ToolRegistry)
-        else await asyncio.to_thread(conversation_tools, deps.database, tools, conversation_id)
-    )
-    tool = registry.get(call.name)
-    effect = tool.effect if tool else "read"
     entry_key = tool_entry_key(turn_id, slot)
     step_key = f"{entry_key}:again" if rerun else entry_key
 
-    def start() -> Recorded | tuple[str, bool]:
+    def start() -> Recorded | _Started:
+        # One trip to a thread for all the call needs before it runs: the tools the
+        # conversation may use now, the owner's secrets (both read before, never inside, the
+        # write transaction) and the run's record.
+        registry = (
+            tools
+            if isinstance(tools, ToolRegistry)
+            else conversation_tools(deps.database, tools, conversation_id)
+        )
+        tool = registry.get(call.name)
+        scope = deps.gate.secrets(owner_id) if deps.gate else SecretScope()
         with deps.database.write() as session:
             earlier = recorded_result(session, step_key)
             if earlier is not None:
@@ -93,15 +96,17 @@ async def run_tool_call(
             died = unfinished_tool_run(session, step_key) is not None
             if tool is not None:
                 set_activity(session, turn_id, tool.activity)
+            effect = tool.effect if tool else "read"
             run_id = start_tool_run(
                 session, conversation_id, turn_id, call.id, call.name, effect, step_key
             )
-            return run_id, died
+            return _Started(registry, tool, effect, scope, run_id, died)
 
     started = await asyncio.to_thread(start)
     if isinstance(started, Recorded):
         return ToolOutcome.from_dict(started.value)
-    run_id, died = started
+    registry, tool, effect, scope = started.registry, started.tool, started.effect, started.scope
+    run_id, died = started.run_id, started.died
     if died and tool is not None and not tool.safe_to_repeat:
         log.warning("a tool run was cut off by a crash", extra={"tool": call.name})
         result = ToolResult(
@@ -110,6 +115,7 @@ async def run_tool_call(
     else:
         result = await _run(
             deps,
+            scope,
             registry,
             tool,
             call,
@@ -169,6 +175,20 @@ async def run_tool_call(
     return outcome
 
 
+@dataclass(frozen=True)
+class _Started:
+    """What a tool call's first write found and made: the tools it may use, its tool (None:
+    unknown), that tool's effect, the owner's secrets, the run's id, and whether an earlier
+    attempt of the same step died while its tool ran."""
+
+    registry: ToolRegistry
+    tool: Tool | None
+    effect: str
+    scope: SecretScope
+    run_id: str
+    died: bool
+
+
 def result_trust(tool: Tool | None, result: ToolResult) -> str:
     """Where a result's text came from: what the tool declares, unless the result says."""
     if result.meta.get("untrusted"):
@@ -187,6 +207,7 @@ def conversation_tools(database: Database, tools: Toolbox, conversation_id: str)
 
 async def _run(
     deps: TurnDeps,
+    scope: SecretScope,
     registry: ToolRegistry,
     tool: Tool | None,
     call: ToolCall,
@@ -198,7 +219,6 @@ async def _run(
     computer_id: str = "",
 ) -> ToolResult:
     """Run the tool with secrets substituted in its arguments and redacted from its result."""
-    scope = await asyncio.to_thread(deps.gate.secrets, owner_id) if deps.gate else SecretScope()
     parsed = scope.parse(registry, call.name, effect, call.arguments)
     if isinstance(parsed, ToolResult):  # nightowl's own words: what was wrong with the call
         return replace(scope.redact_result(parsed), meta={"trust": "agent"})

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, insert, select
 from sqlalchemy.orm import Session
 
-from nightowl.store.tables import StepResult
+from nightowl.store.tables import StepResult, utcnow
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Recorded:
 
 def recorded_result(session: Session, key: str) -> Recorded | None:
     """What the step `key` returned when its work was committed, or None if it never was."""
-    found = session.execute(select(StepResult.result).where(StepResult.key == key)).first()
+    found = session.connection().execute(_RECORDED, {"key": key}).first()
     return None if found is None else Recorded(found[0])
 
 
@@ -41,5 +41,11 @@ def forget_results_before(session: Session, cutoff: datetime) -> int:
 
 def record_result(session: Session, key: str, result: Any) -> None:
     """Keep what the step `key` returns; call it in the transaction that commits its work."""
-    session.add(StepResult(key=key, result=result))
-    session.flush()
+    session.flush()  # Core on the session's connection: what the session holds goes first
+    session.connection().execute(_RECORD, {"key": key, "result": result, "created_at": utcnow()})
+
+
+# Prebuilt (Core, on the session's connection): every step that writes runs both, and a
+# statement built once is compiled once.
+_RECORDED = select(StepResult.result).where(StepResult.key == bindparam("key"))
+_RECORD = insert(StepResult)

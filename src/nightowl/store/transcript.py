@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -30,21 +30,31 @@ def put_entry(
     statement: every step writes one."""
     session.flush()  # Core on the session's connection: what the session holds goes first
     connection = session.connection()
-    values = {
-        "conversation_id": conversation_id,
-        "turn_id": turn_id,
-        "entry_key": key,
-        "payload": payload,
-        "created_at": utcnow(),
-    }
-    insert_ = pg_insert if connection.dialect.name == "postgresql" else sqlite_insert
-    statement = insert_(TranscriptEntry).values(**values)
     connection.execute(
-        statement.on_conflict_do_update(
-            index_elements=["conversation_id", "entry_key"],
-            set_={"payload": statement.excluded.payload},
-        )
+        _PUT_ENTRY[connection.dialect.name],
+        {
+            "conversation_id": conversation_id,
+            "turn_id": turn_id,
+            "entry_key": key,
+            "payload": payload,
+            "created_at": utcnow(),
+        },
     )
+
+
+def _put_entry_statement(insert_: Any) -> Any:
+    statement = insert_(TranscriptEntry)
+    return statement.on_conflict_do_update(
+        index_elements=["conversation_id", "entry_key"],
+        set_={"payload": statement.excluded.payload},
+    )
+
+
+# Prebuilt per dialect (every step writes one entry): built and compiled once, not per call.
+_PUT_ENTRY = {
+    "postgresql": _put_entry_statement(pg_insert),
+    "sqlite": _put_entry_statement(sqlite_insert),
+}
 
 
 def put_entries(
@@ -170,34 +180,48 @@ def start_tool_run(
 ) -> str:
     """Record that a tool starts executing; returns the run's id."""
     run_id = new_id("run")
-    session.add(
-        ToolRun(
-            id=run_id,
-            conversation_id=conversation_id,
-            turn_id=turn_id,
-            call_id=call_id,
-            tool=tool,
-            effect=effect,
-            step_key=step_key,
-        )
+    session.flush()  # Core on the session's connection: what the session holds goes first
+    session.connection().execute(
+        _START_RUN,
+        {
+            "id": run_id,
+            "conversation_id": conversation_id,
+            "turn_id": turn_id,
+            "call_id": call_id,
+            "tool": tool,
+            "effect": effect,
+            "step_key": step_key,
+            "is_error": False,
+            "started_at": utcnow(),
+        },
     )
     return run_id
 
 
 def unfinished_tool_run(session: Session, step_key: str) -> str | None:
     """A run of the step `step_key` that started and never finished (its process died)."""
-    return session.scalar(
-        select(ToolRun.id)
-        .where(ToolRun.step_key == step_key, ToolRun.finished_at.is_(None))
-        .limit(1)
-    )
+    return session.connection().execute(_UNFINISHED_RUN, {"step_key": step_key}).scalar()
 
 
 def finish_tool_run(session: Session, run_id: str, is_error: bool) -> None:
     """Record that a tool run ended."""
-    session.execute(
-        update(ToolRun).where(ToolRun.id == run_id).values(finished_at=utcnow(), is_error=is_error)
+    session.connection().execute(
+        _FINISH_RUN, {"run_id": run_id, "ended_at": utcnow(), "failed": is_error}
     )
+
+
+# Prebuilt (Core, on the session's connection): every tool call runs these.
+_START_RUN = insert(ToolRun)
+_UNFINISHED_RUN = (
+    select(ToolRun.id)
+    .where(ToolRun.step_key == bindparam("step_key"), ToolRun.finished_at.is_(None))
+    .limit(1)
+)
+_FINISH_RUN = (
+    update(ToolRun)
+    .where(ToolRun.id == bindparam("run_id"))
+    .values(finished_at=bindparam("ended_at"), is_error=bindparam("failed"))
+)
 
 
 def previous_sections(

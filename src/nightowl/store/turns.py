@@ -223,11 +223,9 @@ def queue_depth(session: Session) -> dict[int, int]:
     return {priority: count for priority, count in rows}
 
 
-def has_unfinished_turns(session: Session) -> bool:
-    """Whether any turn, of any conversation, is queued or running."""
-    found = session.execute(
-        select(Turn.id).where(Turn.status.in_(("queued", "running"))).limit(1)
-    ).first()
+def has_waiting_turns(session: Session) -> bool:
+    """Whether any turn, of any conversation, waits to be dispatched (queued, not running)."""
+    found = session.execute(select(Turn.id).where(Turn.status == "queued").limit(1)).first()
     return found is not None
 
 
