@@ -13,6 +13,12 @@ from nightowl.store.database import Database
 from nightowl.store.migrate import upgrade
 from tests.databases import BACKENDS, fresh_database
 
+# The suite runs 4 test processes on 2 cores. llama.cpp's threads wait for each other
+# spinning: with other processes on the cores, two threads took 9 times the CPU of one for the
+# same two replies (162-167 s against 17-19 s, and 235-242 s against 22-32 s of wall time,
+# measured during a full run). Every server, CLI call and model the tests start inherits this.
+os.environ.setdefault("NIGHTOWL_LOCAL_MODEL_THREADS", "1")
+
 
 @pytest.fixture(params=BACKENDS)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:

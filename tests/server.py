@@ -137,14 +137,23 @@ class ServerProcess:
         return lines
 
 
-def wait_for(predicate: Any, timeout: float = 30, interval: float = 0.05) -> Any:
-    """Poll until `predicate()` is truthy; return its value or fail after `timeout` seconds."""
+def wait_for(predicate: Any, timeout: float = 30, interval: float | None = None) -> Any:
+    """Poll until `predicate()` is truthy; return its value or fail after `timeout` seconds.
+
+    Without an `interval` it polls after 50 ms, then half as long again each time up to a
+    quarter second: a short wait ends soon, and a long one does not spend the machine's CPU
+    (each poll is a request the server answers or a store read) on 20 polls a second while
+    the suite runs four test processes on two cores.
+    """
     deadline = time.monotonic() + timeout
+    pause = interval or 0.05
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(interval)
+        time.sleep(pause)
+        if interval is None:
+            pause = min(pause * 1.5, 0.25)
     raise AssertionError(f"condition not met within {timeout}s")
 
 
