@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from tests.server import free_port
+from tests.server import TLS, free_port
 
 CACHE = Path(
     os.environ.get("NIGHTOWL_CHANNEL_SERVERS")
@@ -273,7 +273,7 @@ class Synapse:
             if self.process.poll() is not None:
                 raise RuntimeError(f"synapse exited: {self.log.read_text()[-3000:]}")
             try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/health", timeout=1, verify=TLS).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass

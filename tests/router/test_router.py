@@ -15,7 +15,7 @@ import pytest
 
 from nightowl.channels.webhooks import sign
 from tests.e2e.store_view import rows
-from tests.server import ServerProcess, wait_for, write_script
+from tests.server import TLS, ServerProcess, wait_for, write_script
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +36,7 @@ def _deliver(url: str, hook: dict[str, str], event: int) -> int:
                     "X-Nightowl-Delivery": f"evt-{event}",
                 },
                 timeout=30,
+                verify=TLS,
             ).status_code
         except httpx.TransportError:
             time.sleep(0.2)
