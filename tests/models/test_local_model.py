@@ -126,7 +126,7 @@ def test_local_model_writes_a_compaction_summary_from_its_cached_prefix() -> Non
         Entry(kind="assistant", tool_calls=(call,)),
         Entry(kind="tool_result", text="Delivered.", call_id="c0", tool_name="send_to_user"),
     ]
-    model = LocalModel(threads=1)  # one thread beside other test processes (tests/server.py)
+    model = LocalModel(threads=1)  # one thread beside other test processes (tests/conftest.py)
     turn = pinned_request(pin, SYSTEM_PROMPT, summaries, specs, history, "Current time: 9:00.")
     asyncio.run(model.complete(replace(turn, max_output_tokens=4)))
     request = summary_request(pin, SYSTEM_PROMPT, summaries, specs, history)
@@ -154,7 +154,7 @@ def test_local_model_runs_in_its_own_process_and_keeps_its_kv_cache() -> None:
     ]
     first = pinned_request(pin, SYSTEM_PROMPT, summaries, specs, [ask], "Current time: 9:00.")
     second = pinned_request(pin, SYSTEM_PROMPT, summaries, specs, history, "Current time: 9:01.")
-    model = LocalModel(threads=1)  # one thread beside other test processes (tests/server.py)
+    model = LocalModel(threads=1)  # one thread beside other test processes (tests/conftest.py)
 
     async def conversation() -> tuple[int | None, int | None, Any, Any]:
         one = await model.complete(replace(first, max_output_tokens=24))
