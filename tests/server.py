@@ -21,11 +21,29 @@ NIGHTOWL = str(Path(sys.executable).parent / "nightowl")
 TLS = ssl.create_default_context()
 
 
+# Each test process hands out ports from a range of its own, below the kernel's ephemeral range
+# (32768 and up), so two test processes never pick the same port, and no client socket takes
+# one between the pick and the server's bind. (Asking the kernel for port 0 does not promise
+# that: another process's server once bound the port first and answered this one's /healthz.)
+_WORKER = int("".join(ch for ch in os.environ.get("PYTEST_XDIST_WORKER", "") if ch.isdigit()) or 0)
+_PORTS_PER_PROCESS = 1000
+_FIRST_PORT = 12000 + (_WORKER % 20) * _PORTS_PER_PROCESS
+_next_port = _FIRST_PORT + (os.getpid() % _PORTS_PER_PROCESS)
+
+
 def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A TCP port nobody listens on right now, from this test process's own range."""
+    global _next_port
+    for _ in range(_PORTS_PER_PROCESS):
+        port = _next_port
+        _next_port = _FIRST_PORT + (port + 1 - _FIRST_PORT) % _PORTS_PER_PROCESS
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_FIRST_PORT}-{_FIRST_PORT + _PORTS_PER_PROCESS - 1}")
 
 
 class ServerProcess:

@@ -309,3 +309,22 @@ def test_a_reply_that_parrots_an_earlier_message_is_asked_again_then_explained(
     # The same question again may get the same answer.
     _, again = _run_turn(server, database_url, "What can you do for me?")
     assert [m["body"] for m in again if m["role"] == "agent"] == [earlier]
+
+
+def test_a_reply_that_sends_this_turns_answer_again_ends_the_turn_without_a_copy(
+    scripted: Any, database_url: str
+) -> None:
+    """A model that answers without saying the answer is final is called again and sends the
+    same answer a second time (what the small local model did): the owner gets it once, and
+    the turn ends there, with no note about a weaker model."""
+    poem = "Owls glide at dusk,\nsilent wings over the field,\nthe moon keeps their watch."
+    server = scripted(
+        [
+            {"tool_calls": [_say(poem)]},
+            {"tool_calls": [_say(poem)]},
+            {"tool_calls": [_say("A third message nobody should see.", final=True)]},
+        ]
+    )
+    conversation, messages = _run_turn(server, database_url, "Write a three-line poem about owls.")
+    assert [m["body"] for m in messages if m["role"] == "agent"] == [poem]
+    assert _model_calls(database_url, conversation) == 2

@@ -8,6 +8,8 @@ from nightowl.harness.parrot import (
     echoed_receipt,
     newest_ask,
     repeated,
+    resent,
+    sent_since_asked,
     told,
     without_sends,
 )
@@ -97,3 +99,17 @@ def test_without_sends_keeps_the_other_calls() -> None:
     both = ModelReply(text="", tool_calls=(*reply.tool_calls, note), usage=Usage(), model="m")
     assert without_sends(both).tool_calls == (note,)
     assert without_sends(reply).tool_calls == ()
+
+
+def test_a_send_repeating_this_turns_message_is_caught_and_earlier_turns_are_not() -> None:
+    """Only what was sent since the owner's newest message counts (an answer from an earlier
+    turn is the other guard's business)."""
+    sent = Entry(kind="assistant", tool_calls=_reply(EARLIER).tool_calls)
+    history = [Entry(kind="user", text="What can you do?"), sent]
+    assert sent_since_asked(history) == [EARLIER]
+    spaced = " i can help you with various tasks, such as reading files and  setting timers."
+    assert resent(_reply(spaced), history)
+    assert not resent(_reply("Something new entirely, and long enough to count."), history)
+    later = [*history, Entry(kind="user", text="And what else?")]
+    assert sent_since_asked(later) == []
+    assert not resent(_reply(EARLIER), later)

@@ -43,3 +43,15 @@ def test_render_merges_consecutive_user_turns_and_ends_with_the_assistant() -> N
     assert "hi\n\n(time: noon)" in prompt
     assert prompt.endswith("<|im_start|>assistant\n")
     assert '"name": "wait"' in prompt
+
+
+def test_a_line_break_written_inside_a_string_is_still_a_call() -> None:
+    """A poem's lines as raw line breaks (not `\\n` escapes): the call the model meant."""
+    _, calls = read_reply(
+        '<tool_call>\n{"name": "send_to_user", "arguments": {"text": "Owls\nat night", '
+        '"final": true}}\n</tool_call>',
+        TOOLS,
+    )
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("send_to_user", {"text": "Owls\nat night", "final": True})
+    ]

@@ -157,7 +157,7 @@ def test_local_model_runs_in_its_own_process_and_keeps_its_kv_cache() -> None:
     model = LocalModel(threads=1)  # one thread beside other test processes (tests/conftest.py)
 
     async def conversation() -> tuple[int | None, int | None, Any, Any]:
-        one = await model.complete(replace(first, max_output_tokens=24))
+        one = await model.complete(replace(first, max_output_tokens=64))
         pid = model.process.pid
         two = await model.complete(replace(second, max_output_tokens=8))
         return pid, model.process.pid, one, two
@@ -167,7 +167,7 @@ def test_local_model_runs_in_its_own_process_and_keeps_its_kv_cache() -> None:
     finally:
         model.close()
     assert pid is not None and pid != os.getpid() and same == pid
-    assert [c.name for c in one.tool_calls] == ["send_to_user"]  # the primer still works
+    assert [c.name for c in one.tool_calls] == ["send_to_user"]  # a whole call, held to its grammar
     prompt = two.usage.cache_read_tokens + two.usage.input_tokens
     reused = two.usage.cache_read_tokens / prompt
     print(f"KV reuse on the second call: {reused:.1%} of {prompt} tokens")
@@ -280,6 +280,7 @@ def test_the_first_screens_example_requests_get_answers_on_the_local_model(
                 _, messages = _ask(client, url, text)
                 said = " ".join(m["body"] for m in messages if m["role"] == "agent").strip()
                 assert len(said) > 20, f"{text!r} got {said!r}"
+                assert "could not answer" not in said, f"{text!r} got {said!r}"
                 replies.append(said)
         assert len(set(replies)) == 3, replies
         assert "owl" in replies[1].lower(), replies[1]

@@ -56,6 +56,7 @@ from nightowl.harness.parrot import (
     echoed_receipt,
     newest_ask,
     repeated,
+    resent,
     without_sends,
 )
 from nightowl.harness.pins import PromptPin, pinned_request
@@ -219,7 +220,11 @@ class AgentLoop:
                 again once (`retry_note` says why); the second time, keep what tells the owner
                 the model could not do it (a copied receipt: the reply without its sends)."""
                 copied = None
-                if checkable(reply) and echoed_receipt(reply, start.history) is not None:
+                if resent(reply, start.history):
+                    # The owner has this message from this turn already: it ends here.
+                    log.warning("a reply sent this turn's message again", extra={"run": run_id})
+                    reply = without_sends(reply)
+                elif checkable(reply) and echoed_receipt(reply, start.history) is not None:
                     metrics.parroted_replies.inc()
                     log.warning("a reply repeated a send's receipt", extra={"run": run_id})
                     if not last_try:

@@ -3,10 +3,11 @@ owner before, while the owner asked something new, is not sent; nor is a reply t
 owner the receipt of a message already sent.
 
 Small models copy text they see (an earlier reply in the work log, an example in the
-instructions, the tool result they just got) instead of answering. The loop asks again once
-with a note (`RETRY_NOTE`, `RECEIPT_NOTE`); a second copy of an earlier message is replaced by
-`could_not`, which tells the owner plainly and how to use a stronger model; a second copied
-receipt is dropped (`without_sends`: the owner has the message already).
+instructions, the tool result they just got) instead of answering. A reply that sends again
+what this turn already sent is dropped (`resent`, `without_sends`: the turn ends). The loop
+asks again once with a note (`RETRY_NOTE`, `RECEIPT_NOTE`); a second copy of an earlier
+message is replaced by `could_not`, which tells the owner plainly and how to use a stronger
+model; a second copied receipt is dropped (`without_sends`: the owner has the message already).
 """
 
 from __future__ import annotations
@@ -74,6 +75,30 @@ def repeated(
         if len(key) >= SHORTEST and key in earlier:
             return earlier[key]
     return None
+
+
+def sent_since_asked(history: Sequence[Entry]) -> list[str]:
+    """What the agent sent the owner since the newest message from a person (this turn's
+    sends, when that message woke it)."""
+    sent: list[str] = []
+    for entry in reversed(history):
+        if entry.kind == "user":
+            break
+        if entry.kind == "assistant":
+            sent.extend(
+                str(call.arguments.get("text", ""))
+                for call in entry.tool_calls
+                if call.name == "send_to_user"
+            )
+    return sent
+
+
+def resent(reply: ModelReply, history: Sequence[Entry]) -> bool:
+    """Whether the reply sends again, word for word, what it sent since the owner's newest
+    message: the owner has it, and the turn is over (a small model that did not say its
+    answer was final is called again, and sends the answer a second time)."""
+    already = {normalise(text) for text in sent_since_asked(history)}
+    return any(normalise(text) in already for text in told(reply))
 
 
 def _numbers_masked(text: str) -> str:

@@ -118,7 +118,9 @@ def _objects(text: str) -> list[str]:
 
 def _as_call(raw: str, n: int, tagged: bool) -> ToolCall | None:
     try:
-        data: Any = json.loads(raw)
+        # strict=False: a line break written as itself inside a string (a poem's lines) is
+        # what the model meant, not a reason to drop the call.
+        data: Any = json.loads(raw, strict=False)
     except ValueError:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
@@ -128,7 +130,7 @@ def _as_call(raw: str, n: int, tagged: bool) -> ToolCall | None:
     arguments = data.get("arguments", data.get("parameters", {}))
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = json.loads(arguments, strict=False)
         except ValueError:
             return None
     if not isinstance(arguments, dict):

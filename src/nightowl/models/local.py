@@ -16,12 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nightowl.models.base import ModelConfigError, ModelError, ModelReply, ModelRequest, Usage
+from nightowl.models.call_schema import call_schema
 from nightowl.models.chatml import read_reply, render, system_block
 from nightowl.models.model_process import ModelProcess
 from nightowl.models.weights import cache_dir, weights_path
 
-FORCED_CALL = '<tool_call>\n{"name": "'
+FORCED_CALL = "<tool_call>\n"
 DEFAULT_IDLE_S = 300.0
+# Left to itself the model leaves send_to_user's `final` out (false), is called again, and
+# sends its answer a second time: it must say whether the message ends the turn.
+MUST_WRITE = {"send_to_user": ("final",)}
 
 
 def available_cores() -> int:
@@ -82,20 +86,25 @@ class LocalModel:
         # The reviewer and the memory pass share no prefix with the conversation: their own
         # context ("side") keeps them from evicting its KV cache ("main").
         slot = "side" if request.purpose in ("review", "memory") else "main"
-        # A forced tool choice: small models call tools reliably when the reply is primed
-        # with the call tag, and write valid JSON arguments. To end, they call send_to_user
-        # with final=true (the system prompt says so). A summary (compaction) is plain text;
-        # a warming call only reads the prefix.
-        primer = FORCED_CALL if request.purpose in ("turn", "helper", "memory") else ""
-        answer = await self.process.call(
-            {
-                "slot": slot,
-                "prompt": render(request) + primer,
-                "max_tokens": request.max_output_tokens,
-                # The pinned prefix: its evaluated state is saved and reused.
-                "prefix_chars": len(system_block(request)),
-            }
+        # A forced tool choice: the reply is primed with the call tag and its decoding held
+        # to the JSON Schema of one call of a tool the model may name (a llama.cpp grammar),
+        # so every reply is a well-formed call. To end, the model calls send_to_user with
+        # final=true (the system prompt says so). A summary (compaction) is plain text; a
+        # warming call only reads the prefix.
+        forced = request.purpose in ("turn", "helper", "memory") and bool(
+            request.tools or request.tool_names
         )
+        primer = FORCED_CALL if forced else ""
+        call: dict[str, object] = {
+            "slot": slot,
+            "prompt": render(request) + primer,
+            "max_tokens": request.max_output_tokens,
+            # The pinned prefix: its evaluated state is saved and reused.
+            "prefix_chars": len(system_block(request)),
+        }
+        if forced:
+            call["call_schema"] = call_schema(request.tools, request.tool_names, MUST_WRITE)
+        answer = await self.process.call(call)
         if "error" in answer:
             message = str(answer.get("message", answer["error"]))
             if answer["error"] in ("context", "config"):

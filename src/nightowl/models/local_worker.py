@@ -7,9 +7,11 @@ fails that one call and starts a fresh worker for the next.
 
 The protocol, one JSON object per line:
 - in:  `{"id": 7, "slot": "main", "prompt": "<ChatML text>", "max_tokens": 2048,
-  "prefix_chars": 5120}`, one completion (`prefix_chars`: where the prompt's pinned prefix
-  ends, whose evaluated state is saved and reused; `max_tokens` 0 only evaluates that prefix,
-  to warm it); `{"cancel": 7}` stops request 7 at its next token (or skips it if not started).
+  "prefix_chars": 5120, "call_schema": {...}}`, one completion (`prefix_chars`: where the
+  prompt's pinned prefix ends, whose evaluated state is saved and reused; `max_tokens` 0 only
+  evaluates that prefix, to warm it; `call_schema`, optional: the JSON Schema the completion is
+  held to, through a llama.cpp grammar — models/call_schema.py); `{"cancel": 7}` stops
+  request 7 at its next token (or skips it if not started).
 - out: `{"id": 7, "text": "...", "prompt_tokens": 5000, "cached_tokens": 4800,
   "output_tokens": 40}`, or `{"id": 7, "error": "context" | "config" | "cancelled" |
   "failed", "message": "..."}`.
@@ -31,10 +33,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from nightowl.models.call_schema import grammar_rules
 from nightowl.models.prefix_states import PrefixStates, capture, restore
 
 CONTEXT_TOKENS = 8192
 STOP = ["<|im_end|>", "<|endoftext|>", "</tool_call>"]
+# The model's own recommended repetition penalty (Qwen2.5's generation config): greedy decoding
+# without it fell into a loop ("They are the owls of the night, and ...") until the token limit,
+# five minutes on one busy core. The grammar keeps a call's JSON intact whatever it penalises.
+REPEAT_PENALTY = 1.1
 
 
 class RequestError(Exception):
@@ -61,6 +68,7 @@ class Slots:
         self._threads = threads
         self._state_dir = state_dir
         self._llms: dict[str, Any] = {}
+        self._grammars: dict[str, Any] = {}  # by the schema's JSON: a user's tools rarely change
         self.states: PrefixStates | None = None
 
     def _load(self, slot: str) -> Any:
@@ -109,6 +117,23 @@ class Slots:
             self.states.save(capture(llm))
         return held
 
+    def _grammar(self, schema: dict[str, Any] | None) -> Any:
+        """The llama.cpp grammar that holds a completion to `schema` (None: free text)."""
+        if not schema:
+            return None
+        key = json.dumps(schema)
+        if key not in self._grammars:
+            from llama_cpp.llama_grammar import LlamaGrammar
+
+            try:
+                rules = grammar_rules(schema)
+            except Exception as error:  # the converter refuses a schema it cannot express
+                raise RequestError("failed", f"no grammar for the call schema: {error}") from error
+            if len(self._grammars) >= 16:
+                self._grammars.clear()
+            self._grammars[key] = LlamaGrammar.from_string(rules, verbose=False)
+        return self._grammars[key]
+
     def complete(
         self,
         slot: str,
@@ -116,9 +141,11 @@ class Slots:
         max_tokens: int,
         stop_now: Callable[[], bool],
         prefix_chars: int = 0,
+        call_schema: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One completion of `prompt` in `slot`: the reply line's fields (without the id).
-        `max_tokens` 0 only makes the context hold the prompt's prefix (warming)."""
+        `max_tokens` 0 only makes the context hold the prompt's prefix (warming);
+        `call_schema` holds the completion to that JSON Schema."""
         if slot not in ("main", "side"):
             raise RequestError("failed", f"unknown slot {slot!r}")
         llm = self._load(slot)
@@ -156,7 +183,9 @@ class Slots:
             tokens,
             max_tokens=min(max_tokens, budget),
             temperature=0.0,
+            repeat_penalty=REPEAT_PENALTY,
             stop=STOP,
+            grammar=self._grammar(call_schema),
             stopping_criteria=StoppingCriteriaList([lambda _ids, _logits: stop_now()]),
         )
         usage = result.get("usage", {})
@@ -215,6 +244,7 @@ def answer(slots: Slots, inbox: Inbox, request: dict[str, Any]) -> dict[str, Any
             int(request.get("max_tokens", 2048)),
             lambda: request_id in inbox.cancelled,
             int(request.get("prefix_chars", 0)),
+            request.get("call_schema") or None,
         )
         if request_id in inbox.cancelled:
             raise RequestError("cancelled", "cancelled while it ran")
