@@ -342,11 +342,13 @@ def main() -> None:
                     run = Run(url, data / "homes" / owner)
                     task.setup(run.home)
                     conversation = ""
+                    timings: list[str] = []
                     for n, (text, fresh) in enumerate(task.messages):
                         if fresh or not conversation:
                             conversation = client.post("/v1/conversations", json={}).json()["id"]
                         seconds, said = _send(client, url, conversation, text, n)
                         (cold if fresh else warm).append(seconds)
+                        timings.append(f"{'cold' if fresh else 'warm'} {seconds:.1f} s")
                         run.replies = said  # the last message's replies
                     path = f"/v1/conversations/{conversation}/messages"
                     deadline = time.monotonic() + task.wait_s
@@ -362,7 +364,7 @@ def main() -> None:
             if not ok:
                 failed.append(task.name)
             print(
-                f"{'pass' if ok else 'FAIL'} {task.name}: {run.replies}",
+                f"{'pass' if ok else 'FAIL'} {task.name} ({', '.join(timings)}): {run.replies}",
                 file=sys.stderr,
                 flush=True,
             )

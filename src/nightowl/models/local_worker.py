@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from nightowl.models.call_schema import grammar_rules
+from nightowl.models.held_decoding import generate_held
 from nightowl.models.prefix_states import PrefixStates, capture, restore
 
 CONTEXT_TOKENS = 8192
@@ -68,7 +69,7 @@ class Slots:
         self._threads = threads
         self._state_dir = state_dir
         self._llms: dict[str, Any] = {}
-        self._grammars: dict[str, Any] = {}  # by the schema's JSON: a user's tools rarely change
+        self._grammars: dict[str, str] = {}  # by the schema's JSON: a user's tools rarely change
         self.states: PrefixStates | None = None
 
     def _load(self, slot: str) -> Any:
@@ -117,21 +118,17 @@ class Slots:
             self.states.save(capture(llm))
         return held
 
-    def _grammar(self, schema: dict[str, Any] | None) -> Any:
-        """The llama.cpp grammar that holds a completion to `schema` (None: free text)."""
-        if not schema:
-            return None
+    def _grammar(self, schema: dict[str, Any]) -> str:
+        """The llama.cpp grammar (GBNF) that holds a completion to `schema`."""
         key = json.dumps(schema)
         if key not in self._grammars:
-            from llama_cpp.llama_grammar import LlamaGrammar
-
             try:
                 rules = grammar_rules(schema)
             except Exception as error:  # the converter refuses a schema it cannot express
                 raise RequestError("failed", f"no grammar for the call schema: {error}") from error
             if len(self._grammars) >= 16:
                 self._grammars.clear()
-            self._grammars[key] = LlamaGrammar.from_string(rules, verbose=False)
+            self._grammars[key] = rules
         return self._grammars[key]
 
     def complete(
@@ -177,23 +174,29 @@ class Slots:
                 "cached_tokens": shared,
                 "output_tokens": 0,
             }
-        from llama_cpp import StoppingCriteriaList
+        limit = min(max_tokens, budget)
+        if call_schema:
+            held = _common(tokens, llm.input_ids[: llm.n_tokens].tolist())
+            rules = self._grammar(call_schema)
+            text, written = generate_held(llm, tokens, held, rules, limit, REPEAT_PENALTY, stop_now)
+        else:
+            from llama_cpp import StoppingCriteriaList
 
-        result = llm.create_completion(
-            tokens,
-            max_tokens=min(max_tokens, budget),
-            temperature=0.0,
-            repeat_penalty=REPEAT_PENALTY,
-            stop=STOP,
-            grammar=self._grammar(call_schema),
-            stopping_criteria=StoppingCriteriaList([lambda _ids, _logits: stop_now()]),
-        )
-        usage = result.get("usage", {})
+            result = llm.create_completion(
+                tokens,
+                max_tokens=limit,
+                temperature=0.0,
+                repeat_penalty=REPEAT_PENALTY,
+                stop=STOP,
+                stopping_criteria=StoppingCriteriaList([lambda _ids, _logits: stop_now()]),
+            )
+            text = result["choices"][0]["text"]
+            written = int(result.get("usage", {}).get("completion_tokens", 0))
         return {
-            "text": result["choices"][0]["text"],
+            "text": text,
             "prompt_tokens": len(tokens),
             "cached_tokens": shared,
-            "output_tokens": int(usage.get("completion_tokens", 0)),
+            "output_tokens": written,
         }
 
 
