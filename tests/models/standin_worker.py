@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-PRIMER = '{"name": "'
+PRIMER = "<tool_call>\n"  # what the adapter primes a reply with when it must be a call
 USER = re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.DOTALL)
 
 
@@ -55,9 +55,9 @@ def answer(request: dict[str, Any], previous: dict[str, str], options: argparse.
             break
         shared += 1
     previous[slot] = prompt
-    if prompt.endswith(PRIMER):
+    if prompt.endswith(PRIMER) and request.get("call_schema"):
         reply = {"text": "I am the stand-in.", "final": True}
-        text = 'send_to_user", "arguments": ' + json.dumps(reply) + "}\n"
+        text = json.dumps({"name": "send_to_user", "arguments": reply}) + "\n"
     else:
         said = USER.findall(prompt)
         text = "echo: " + (said[-1] if said else "")

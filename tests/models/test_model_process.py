@@ -183,7 +183,13 @@ class _EndlessSlots:
     """Generates until told to stop, as llama.cpp would for a very long reply."""
 
     def complete(
-        self, slot: str, prompt: str, max_tokens: int, stop_now: Any, prefix_chars: int = 0
+        self,
+        slot: str,
+        prompt: str,
+        max_tokens: int,
+        stop_now: Any,
+        prefix_chars: int = 0,
+        call_schema: Any = None,
     ) -> dict[str, Any]:
         deadline = time.monotonic() + 60
         while not stop_now() and time.monotonic() < deadline:
