@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from nightowl.models.base import ToolSpec
-from nightowl.models.call_schema import call_schema, grammar_rules
+from nightowl.models.call_schema import call_schema, grammar_rules, loosened
 from nightowl.tools.builtin import builtin_registry
 
 
@@ -77,3 +77,20 @@ def test_every_builtin_tool_makes_a_small_grammar_that_writes_the_name_first() -
     # A string in the grammar cannot hold a raw line break (a poem's lines are escaped).
     (char,) = [line for line in rules.splitlines() if line.startswith("char ::=")]
     assert char.startswith('char ::= [^"\\\\\\x7F\\x00-\\x1F]'), char
+
+
+def test_a_schema_the_converter_cannot_express_falls_back_to_any_arguments() -> None:
+    odd = ToolSpec("odd", "Odd.", {"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}})
+    schema = call_schema([SEND, odd], ["shell"])
+    try:
+        grammar_rules(schema)
+    except Exception:  # what the worker catches
+        pass
+    else:
+        raise AssertionError("the converter took a reference to nowhere")
+    rules = grammar_rules(loosened(schema))
+    assert '"\\"odd\\""' in rules and '"\\"send_to_user\\""' in rules
+    assert all(
+        option["properties"]["arguments"] == {"type": "object"}
+        for option in loosened(schema)["oneOf"]
+    )

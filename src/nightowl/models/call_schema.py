@@ -111,6 +111,16 @@ def call_schema(
     return schema
 
 
+def loosened(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with every tool's arguments any object: what the grammar falls back to when
+    a tool's own schema (a connector's, say) is one the converter cannot express."""
+    options = [
+        {**option, "properties": {**option["properties"], "arguments": {"type": "object"}}}
+        for option in schema.get("oneOf", [schema])
+    ]
+    return options[0] if len(options) == 1 else {"oneOf": options}
+
+
 # llama-cpp-python's converter lets a string hold any character but `"` and `\`: a raw line
 # break too, which is not JSON. JSON's own rule (as llama.cpp's json.gbnf writes it) instead.
 _LOOSE_CHAR = 'char ::= [^"\\\\]'
