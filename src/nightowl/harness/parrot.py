@@ -40,13 +40,13 @@ def normalise(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+def _sent_texts(calls: Sequence[ToolCall]) -> list[str]:
+    return [str(call.arguments.get("text", "")) for call in calls if call.name == "send_to_user"]
+
+
 def told(reply: ModelReply) -> list[str]:
     """What the reply's `send_to_user` calls would show the owner."""
-    return [
-        str(call.arguments.get("text", ""))
-        for call in reply.tool_calls
-        if call.name == "send_to_user"
-    ]
+    return _sent_texts(reply.tool_calls)
 
 
 def checkable(reply: ModelReply) -> bool:
@@ -85,11 +85,7 @@ def sent_since_asked(history: Sequence[Entry]) -> list[str]:
         if entry.kind == "user":
             break
         if entry.kind == "assistant":
-            sent.extend(
-                str(call.arguments.get("text", ""))
-                for call in entry.tool_calls
-                if call.name == "send_to_user"
-            )
+            sent.extend(_sent_texts(entry.tool_calls))
     return sent
 
 

@@ -31,9 +31,8 @@ class _Grammar:
         if not self._sampler:
             raise ValueError("llama.cpp could not parse the grammar")
         self._one = (llama_cpp.llama_token_data * 1)()
-        self._all = (llama_cpp.llama_token_data * n_vocab)()
-        self._all_view = np.frombuffer(self._all, dtype=_TOKEN_DATA)
-        self._all_view["id"] = np.arange(n_vocab, dtype=np.int32)
+        self._n_vocab = n_vocab
+        self._all: Any = None  # the whole vocabulary's array: made when first refused
 
     def _apply(self, data: Any, size: int) -> None:
         array = self._c.llama_token_data_array(
@@ -47,9 +46,13 @@ class _Grammar:
         return bool(np.isfinite(self._one[0].logit))
 
     def best_allowed(self, logits: np.ndarray) -> int:
-        self._all_view["logit"] = logits
+        if self._all is None:
+            self._all = (self._c.llama_token_data * self._n_vocab)()
+            np.frombuffer(self._all, dtype=_TOKEN_DATA)["id"] = np.arange(self._n_vocab)
+        view = np.frombuffer(self._all, dtype=_TOKEN_DATA)
+        view["logit"] = logits
         self._apply(self._all, len(logits))
-        allowed = self._all_view["logit"]
+        allowed = view["logit"]
         best = int(np.argmax(allowed))
         if not np.isfinite(allowed[best]):
             raise RuntimeError("the grammar allows no token here")
