@@ -179,7 +179,9 @@ class Slots:
         if call_schema:
             held = _common(tokens, llm.input_ids[: llm.n_tokens].tolist())
             rules = self._grammar(call_schema)
-            text, written = generate_held(llm, tokens, held, rules, limit, REPEAT_PENALTY, stop_now)
+            text, written, _drafted = generate_held(
+                llm, tokens, held, rules, limit, REPEAT_PENALTY, stop_now
+            )
         else:
             from llama_cpp import StoppingCriteriaList
 
