@@ -326,7 +326,11 @@ def test_live_view_relays_vnc_to_the_owner_only(
         async with serving(desk) as host:
             url = f"ws://{host}/v1/displays/{AGENT}/vnc"
             owner = {"Authorization": f"Bearer {desk.owner_token}"}
-            async with httpx.AsyncClient(base_url=f"http://{host}", headers=owner) as http:
+            # Switching x11vnc by remote control retries for some seconds after a viewer
+            # connects (computer/desktop.py): more than httpx's 5 s default under load.
+            async with httpx.AsyncClient(
+                base_url=f"http://{host}", headers=owner, timeout=60
+            ) as http:
                 # Before the agent used its desktop there is nothing to watch.
                 assert (await closed_with(url, desk.owner_token))[0] == 4404
                 assert (await http.get(f"/v1/displays/{AGENT}")).status_code == 404

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import inspect, select, text
 
 from nightowl.router.priority import Priority
 from nightowl.router.router import IncomingMessage, Router
@@ -25,7 +25,7 @@ from nightowl.store.conversations import (
 )
 from nightowl.store.database import Database
 from nightowl.store.errors import Invalid, NotFound
-from nightowl.store.migrate import revision_status, upgrade
+from nightowl.store.migrate import newest_revision, revision_status, upgrade
 from nightowl.store.questions import validate_answer
 from nightowl.store.tables import AccessToken
 from nightowl.store.turns import TurnInfo, claim_batch, queue_turns, turns_of
@@ -75,6 +75,38 @@ def test_migrations_reach_head_and_rerun_is_a_no_op(database: Database) -> None:
     assert current == head
     upgrade(database)
     assert revision_status(database) == (head, head)
+
+
+def test_revisions_are_named_by_their_files_number_so_a_start_finds_the_newest_at_once() -> None:
+    """upgrade() skips Alembic when the store is at `newest_revision()` (the largest file
+    number): that holds only while every migration is revision N after N-1."""
+    import re
+
+    from nightowl.store import migrate
+
+    files = sorted((Path(migrate.__file__).parent / "migrations" / "versions").glob("*_*.py"))
+    previous = None
+    for path in files:
+        text = path.read_text()
+        number = path.name.split("_", 1)[0]
+        assert re.search(rf'^revision = "{number}"$', text, re.M), path.name
+        down = re.search(r"^down_revision = (None|\"(\d+)\")$", text, re.M)
+        assert down is not None and down.group(2) == previous, path.name
+        previous = number
+    assert newest_revision() == previous
+
+
+def test_a_store_at_an_older_revision_is_upgraded_and_one_at_the_newest_is_left(
+    database: Database,
+) -> None:
+    with database.engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '0036'"))
+        connection.execute(text("DROP INDEX ix_messages_created"))
+    upgrade(database)  # 0037 runs again: the index is back
+    assert revision_status(database) == (newest_revision(), newest_revision())
+    with database.read() as session:
+        names = {i["name"] for i in inspect(session.connection()).get_indexes("messages")}
+    assert "ix_messages_created" in names
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:

@@ -26,7 +26,6 @@ from urllib.parse import urlsplit
 import httpx
 from cryptography.hazmat.primitives import serialization
 from py_vapid import Vapid02
-from pywebpush import WebPusher
 
 from nightowl.store.changes import ChangeFeed
 from nightowl.store.database import Database
@@ -123,6 +122,8 @@ def payload_of(due: DuePush, include_text: bool) -> dict[str, Any]:
 
 def encrypt(due: DuePush, payload: dict[str, Any]) -> bytes:
     """The payload encrypted for the device (RFC 8291, aes128gcm)."""
+    from pywebpush import WebPusher  # with aiohttp: imported at the first push, not at start
+
     subscription = {
         "endpoint": due.subscription.endpoint,
         "keys": {"p256dh": due.subscription.p256dh, "auth": due.subscription.auth},
