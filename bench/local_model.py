@@ -6,8 +6,12 @@ by what happened — a file in the agent's home, a timer that fired, a note, a r
 a fact the model could only have from the page, the file or an earlier conversation — not by
 wording. A local web server on 127.0.0.1 serves the pages the fetch tasks read.
 
+A server per task starts from an empty memory; the first message goes once the server says
+its model is ready (the app's first screen shows "getting ready" until then).
+
 Prints one JSON object: tasks, passed, pass_rate, first_reply_cold_p50_s (a new
-conversation's first reply), reply_warm_p50_s (a follow-up's reply), malformed_tool_calls
+conversation's first reply), reply_warm_p50_s (a follow-up's reply), server_ready_p50_s (a
+server's start until its model is ready: process, weights, the start-up check), malformed_tool_calls
 (model replies with a call the reader could not take), parroted_replies (held back by the
 parrot guard), and the failed tasks by name. `--only NAME` runs some tasks (repeatable).
 """
@@ -293,6 +297,17 @@ def _send(
     return (first if first is not None else time.monotonic() - started), said
 
 
+def _model_ready(client: httpx.Client, started: float) -> float:
+    """Wait until the server's start-up model check is done (`/v1/status`, what the app's
+    first screen shows as "getting ready"); seconds since the server was started."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if client.get("/v1/status").json()["model_state"] != "loading":
+            break
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
 def _malformed(url: str) -> int:
     """Model replies that look like a call the reader could not take (no call parsed)."""
     count = 0
@@ -323,6 +338,7 @@ def main() -> None:
     tasks = [t for t in _tasks(site) if not args.only or t.name in args.only]
     cold: list[float] = []
     warm: list[float] = []
+    ready: list[float] = []
     failed: list[str] = []
     malformed = parroted = 0
     with tempfile.TemporaryDirectory(prefix="nightowl-bench-local-") as scratch:
@@ -330,6 +346,7 @@ def main() -> None:
             # A server per task: each starts from an empty memory (the tasks that need an
             # earlier conversation send it themselves).
             data = Path(scratch) / f"task{index}"
+            started = time.monotonic()
             server = ServerProcess(
                 data,
                 model="local",
@@ -338,6 +355,7 @@ def main() -> None:
             url = f"sqlite:///{data / 'nightowl.db'}"
             try:
                 with server.client() as client:
+                    ready.append(_model_ready(client, started))
                     owner = client.get("/v1/me").json()["id"]
                     run = Run(url, data / "homes" / owner)
                     task.setup(run.home)
@@ -379,6 +397,7 @@ def main() -> None:
                 "pass_rate": round(passed / len(tasks), 3) if tasks else 0.0,
                 "first_reply_cold_p50_s": round(statistics.median(cold), 1) if cold else None,
                 "reply_warm_p50_s": round(statistics.median(warm), 1) if warm else None,
+                "server_ready_p50_s": round(statistics.median(ready), 1) if ready else None,
                 "malformed_tool_calls": malformed,
                 "parroted_replies": parroted,
                 "failed": failed,
