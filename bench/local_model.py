@@ -54,10 +54,17 @@ class Run:
 
     url: str
     home: Path
-    replies: list[str] = field(default_factory=list)
+    replies: list[str] = field(default_factory=list)  # to the last message
+    every_reply: list[str] = field(default_factory=list)  # to every message of the task
 
     def said(self, *words: str) -> bool:
+        """Whether the replies to the last message hold every word."""
         text = " ".join(self.replies).lower()
+        return all(word.lower() in text for word in words)
+
+    def said_earlier(self, *words: str) -> bool:
+        """Whether the replies to all the task's messages hold every word."""
+        text = " ".join(self.every_reply).lower()
         return all(word.lower() in text for word in words)
 
     def count(self, query: str, **params: Any) -> int:
@@ -105,9 +112,22 @@ def _tasks(site: str) -> list[Task]:
             "translate, then a follow-up",
             [("Translate 'good morning' into French.", new), ("And into Spanish?", follow)],
             lambda r: (
-                r.said("bonjour")
+                r.said_earlier("bonjour")
                 and bool(re.search(r"buen[oa]s d[ií]as", " ".join(r.replies).lower()))
             ),
+        ),
+        Task(
+            "a question, then a follow-up",
+            [
+                ("What is the capital of Japan?", new),
+                ("And what is the capital of Italy?", follow),
+            ],
+            lambda r: r.said_earlier("tokyo") and r.said("rome"),
+        ),
+        Task(
+            "arithmetic, then a follow-up",
+            [("What is 17 times 3?", new), ("Add 9 to that.", follow)],
+            lambda r: r.said_earlier("51") and r.said("60"),
         ),
         Task(
             "summarise inline text",
@@ -368,6 +388,7 @@ def main() -> None:
                         (cold if fresh else warm).append(seconds)
                         timings.append(f"{'cold' if fresh else 'warm'} {seconds:.1f} s")
                         run.replies = said  # the last message's replies
+                        run.every_reply += said
                     path = f"/v1/conversations/{conversation}/messages"
                     deadline = time.monotonic() + task.wait_s
                     while task.wait_s and not task.check(run) and time.monotonic() < deadline:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from nightowl.harness.transcript import Entry
+from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.models.base import ModelRequest, ToolSpec
-from nightowl.models.chatml import read_reply, render
+from nightowl.models.chatml import read_reply, render, system_block
 
 TOOLS = {"send_to_user", "wait"}
 
@@ -55,3 +55,43 @@ def test_a_line_break_written_inside_a_string_is_still_a_call() -> None:
     assert [(c.name, c.arguments) for c in calls] == [
         ("send_to_user", {"text": "Owls\nat night", "final": True})
     ]
+
+
+def test_a_loaded_tools_schema_is_in_its_load_result_and_the_system_block_never_changes() -> None:
+    """The local model keeps the system block's state for the whole conversation: a tool
+    loaded with load_tools shows its schema where it was loaded (once), not in the system
+    block, so nothing before the newest message has to be evaluated again."""
+    send = ToolSpec("send_to_user", "say", {"type": "object"})
+    load = ToolSpec("load_tools", "load", {"type": "object"})
+    write = ToolSpec("write_file", "write a file", {"type": "object", "required": ["path"]})
+    asked = Entry(kind="user", text="make a file")
+    call = Entry(
+        kind="assistant",
+        tool_calls=(ToolCall(id="c1", name="load_tools", arguments={"query": "write_file"}),),
+    )
+    loaded = Entry(
+        kind="tool_result",
+        text="Loaded; you can call these now:\nwrite_file (write): write a file",
+        tool_name="load_tools",
+        call_id="c1",
+        meta={"loaded": ["write_file", "send_to_user"]},
+    )
+    again = Entry(
+        kind="tool_result",
+        text="Loaded",
+        tool_name="load_tools",
+        call_id="c2",
+        meta={"loaded": ["write_file"]},
+    )
+    before = ModelRequest(system="sys", tools=(send, load), messages=(asked,))
+    after = ModelRequest(
+        system="sys", tools=(send, load, write), messages=(asked, call, loaded, call, again)
+    )
+    assert system_block(after) == system_block(before)
+    assert '"name": "send_to_user"' in system_block(after)
+    prompt = render(after)
+    assert prompt.startswith(system_block(before))
+    assert prompt.count('"name": "write_file", "description": "write a file"') == 1
+    shown = prompt.index('{"type": "function", "function": {"name": "write_file"')
+    assert prompt.index("Loaded; you can call these now") < shown < prompt.rindex("Loaded")
+    assert "<tools>" not in prompt[prompt.rindex("Loaded") :]

@@ -164,8 +164,8 @@ class Slots:
             )
             if usable and shared < len(prefix):
                 # Saved only where a conversation starts (no reply of the model after the
-                # prefix yet, or warming): later prefixes differ by the tools a conversation
-                # loaded, and no new conversation would start from them.
+                # prefix yet, or warming): later in a conversation the same prefix is in the
+                # saved states already.
                 first = prompt.count("<|im_start|>assistant", prefix_chars) <= 1
                 shared = max(shared, self._start_from_prefix(llm, prefix, save=first))
         if max_tokens == 0:
