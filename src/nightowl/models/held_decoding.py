@@ -119,7 +119,9 @@ class Drafts:
 def _evaluate(llm: Any, batch: list[int], n_vocab: int) -> list[np.ndarray]:
     """Evaluate `batch` after the context's `llm.n_tokens` tokens (the KV cache past them is
     dropped first), in one pass; the logits after each of its tokens (valid until the next
-    pass)."""
+    pass). It keeps `llm`'s own record of its context (`input_ids`, `n_tokens`) as `eval` does,
+    with llama-cpp-python's own batch and context (`Llama.eval` asks logits for the last token
+    only; pinned < 0.4 in pyproject.toml)."""
     import llama_cpp
 
     n_past = llm.n_tokens
