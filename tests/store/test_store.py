@@ -94,6 +94,9 @@ def test_revisions_are_named_by_their_files_number_so_a_start_finds_the_newest_a
         assert down is not None and down.group(2) == previous, path.name
         previous = number
     assert newest_revision() == previous
+    from alembic.script import ScriptDirectory
+
+    assert ScriptDirectory.from_config(migrate._config()).get_current_head() == previous
 
 
 def test_a_store_at_an_older_revision_is_upgraded_and_one_at_the_newest_is_left(

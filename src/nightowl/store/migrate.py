@@ -1,9 +1,9 @@
 """Apply the app store's Alembic migrations (on every start) and report where it stands.
 
 Revisions are named by their file's number (`versions/0037_....py` is revision "0037", whose
-down revision is "0036"; tests/store/test_migrations.py holds every file to it), so a store
-already at the newest revision is recognised with one query, without importing Alembic (a
-fifth of the server's start-up time) or reading every migration file.
+down revision is "0036"; tests/store/test_store.py holds every file to it), so a store
+already at the newest revision is recognised with one query, without importing Alembic and
+reading every migration file (0.3 s of a server's 2.3 s start on 2 cores).
 """
 
 from __future__ import annotations
