@@ -14,7 +14,6 @@ import os
 import select
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -77,21 +76,6 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
 
 
-def _veth_pair(outer: str, inner: str, namespace: str) -> None:
-    """A veth pair with one end in `namespace`. The kernel once answered "Invalid argument" to
-    this in a full run (sandboxes making and dropping namespaces beside it) and not when the
-    test ran again: tried up to three times, whatever a failed try left removed first."""
-    for attempt in range(3):
-        try:
-            _ip("link", "add", outer, "type", "veth", "peer", "name", inner, "netns", namespace)
-            return
-        except subprocess.CalledProcessError:
-            if attempt == 2:
-                raise
-            subprocess.run(["ip", "link", "del", outer], capture_output=True, timeout=10)
-            time.sleep(0.2)
-
-
 @contextmanager
 def host_in_netns(
     tmp_path: Path, extra: tuple[str, ...] = (), port: int = PORT
@@ -108,7 +92,7 @@ def host_in_netns(
     server: subprocess.Popen[bytes] | None = None
     _ip("netns", "add", namespace)
     try:
-        _veth_pair(outer, inner, namespace)
+        _ip("link", "add", outer, "type", "veth", "peer", "name", inner, "netns", namespace)
         _ip("addr", "add", f"{gateway}/24", "dev", outer)
         _ip("link", "set", outer, "up")
         inside = ("-n", namespace)

@@ -276,10 +276,6 @@ def test_guidance_reaches_a_helper_and_stop_cleans_up_and_tells_the_parent(
             say("Stopping it.", final=True),
         ],
         [
-            # The script learns the helper's id only once it exists (rewritten below): its
-            # first step waits, so the write after it names the real folder (a helper that
-            # starts fast wrote to "helpers/SCRATCH" before the rewrite).
-            call("wait", seconds=3),
             call("write_file", path="helpers/SCRATCH/notes.txt", content="halfway"),
             *[call("wait", seconds=0.3 + n / 1000) for n in range(40)],
         ],
