@@ -1,5 +1,5 @@
 """Held decoding on the local model, with drafts from the context and without (same process,
-same prompts): how much prompt-lookup drafts save, and that they change no token.
+same prompts): how much prompt-lookup drafts save, and whether they change the text.
 
 Each prompt is a call the local model writes in a conversation: a short answer, a poem, a
 quote from a page the prompt holds, a note to keep. Each is decoded with `draft_tokens=0`

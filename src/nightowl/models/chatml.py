@@ -93,7 +93,8 @@ def render(request: ModelRequest) -> str:
     block, each load made it evaluate everything after the tool list once more, the whole
     history: about 20 s per 1,000 tokens on 2 cores, at 50 tokens/s in batches)."""
     specs = {spec.name: spec for spec in request.tools}
-    shown = {spec.name for spec in _always_shown(request)}
+    always = _always_shown(request)
+    shown = {spec.name for spec in always}
     turns: list[tuple[str, str]] = []
     for entry in request.messages:
         if entry.kind == "tool_result" and entry.tool_name == "load_tools":
@@ -104,7 +105,7 @@ def render(request: ModelRequest) -> str:
             turns[-1] = (role, turns[-1][1] + "\n\n" + text)
         else:
             turns.append((role, text))
-    blocks = [system_block(request)] + [_block(role, text) for role, text in turns]
+    blocks = [_system(request, always)] + [_block(role, text) for role, text in turns]
     return "".join(blocks) + "<|im_start|>assistant\n"
 
 
@@ -118,7 +119,10 @@ def system_block(request: ModelRequest) -> str:
     """The prompt's first block: instructions, catalogue, memory and the schemas of the
     tools loaded from the start. A conversation's pinned prefix, the same at every call (the
     local model saves its state)."""
-    tools = _always_shown(request)
+    return _system(request, _always_shown(request))
+
+
+def _system(request: ModelRequest, tools: Sequence[ToolSpec]) -> str:
     lines = "\n".join(_schema_line(spec) for spec in tools)
     system = request.system + (_TOOLS_PREAMBLE.format(tools=lines) if tools else "")
     return _block("system", system)
