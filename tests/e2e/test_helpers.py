@@ -276,6 +276,10 @@ def test_guidance_reaches_a_helper_and_stop_cleans_up_and_tells_the_parent(
             say("Stopping it.", final=True),
         ],
         [
+            # The script learns the helper's id only once the helper exists (rewritten
+            # below): its first step waits, so the write after it names the real folder (a
+            # helper that started fast wrote to "helpers/SCRATCH" before the rewrite).
+            call("wait", seconds=3),
             call("write_file", path="helpers/SCRATCH/notes.txt", content="halfway"),
             *[call("wait", seconds=0.3 + n / 1000) for n in range(40)],
         ],
@@ -302,9 +306,18 @@ def test_guidance_reaches_a_helper_and_stop_cleans_up_and_tells_the_parent(
                 return any("Only check the 2026 files." in e["text"] for e in entries)
 
             wait_for(guided, timeout=30)  # read at its next step
-            home = next((tmp_path / "data" / "homes").iterdir())
-            scratch = home / "helpers" / helper[0] / "scratch"
-            wait_for(lambda: (scratch / "notes.txt").exists(), timeout=60)
+            homes = tmp_path / "data" / "homes"  # made by the helper's first write
+            wait_for(
+                lambda: (
+                    homes.exists()
+                    and any(
+                        (h / "helpers" / helper[0] / "scratch" / "notes.txt").exists()
+                        for h in homes.iterdir()
+                    )
+                ),
+                timeout=60,
+            )
+            scratch = next(homes.iterdir()) / "helpers" / helper[0] / "scratch"
             stopped = client.post(f"/v1/conversations/{conversation}/helpers/{helper[0]}/stop")
             assert stopped.status_code == 200, stopped.text
             wait_for(lambda: helper_rows(database_url, conversation)[0][1] == "stopped", 5)
