@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint typecheck pytest crash fuzz bench postgres system-packages mcp-servers channel-servers clean
+.PHONY: run test lint typecheck pytest crash fuzz bench evals postgres system-packages mcp-servers channel-servers trace-server clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "nightowl needs Python >= 3.11"'
@@ -37,7 +37,7 @@ run: $(VENV)/.installed
 
 ## test: install test dependencies (Debian's Chromium, bubblewrap, Xvfb … too), make sure
 ## PostgreSQL runs, lint, type-check, run the suite
-test: $(VENV)/.installed-test postgres system-packages mcp-servers channel-servers lint typecheck pytest
+test: $(VENV)/.installed-test postgres system-packages mcp-servers channel-servers trace-server lint typecheck pytest
 
 postgres:
 	@scripts/ensure-postgres.sh
@@ -54,6 +54,11 @@ mcp-servers: $(VENV)/.installed-test
 channel-servers:
 	@scripts/install-channel-servers.sh
 
+# The trace server the tracing tests export to (Arize Phoenix), in a venv of its own under
+# ~/.cache/nightowl/trace-server.
+trace-server:
+	@scripts/install-trace-server.sh
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
@@ -64,8 +69,11 @@ typecheck: $(VENV)/.installed-test
 # Test processes side by side (servers, browsers and sandboxes mostly wait): ports, databases,
 # sandbox uids and data dirs are per test; tests that share host routes run in one group.
 PYTEST_WORKERS ?= 4
+# Tests that restart the shared PostgreSQL (pg_restart) run alone, after the parallel part:
+# beside it they would cut every other test's connections.
 pytest: $(VENV)/.installed-test
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 -m "not pg_restart"
+	$(BIN)/pytest -q -p no:randomly -m pg_restart
 
 ## crash: the long crash campaign (NIGHTOWL_CRASH_KILLS, default 200; NIGHTOWL_CRASH_SEED replays one)
 crash: $(VENV)/.installed-test postgres system-packages
@@ -82,6 +90,13 @@ fuzz: $(VENV)/.installed-test postgres
 	@echo "fuzzing with FUZZ_SEED=$(FUZZ_SEED), $(FUZZ_EXAMPLES) examples per operation"
 	NIGHTOWL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) NIGHTOWL_FUZZ_SEED=$(FUZZ_SEED) \
 		$(BIN)/pytest -q --timeout=0 -p no:cacheprovider tests/api/test_fuzz.py
+
+## evals: replay the shipped eval cases on the local model and print JSON (cases, passed,
+## cost_usd, tokens, seconds, per-case results); EVALS_LIMIT=N replays only the first N,
+## EVALS_CASES="id id …" only those
+evals: $(VENV)/.installed
+	@NIGHTOWL_MODEL=local $(BIN)/nightowl evals run --shipped --json \
+		$(if $(EVALS_LIMIT),--limit $(EVALS_LIMIT)) $(foreach c,$(EVALS_CASES),--case $(c))
 
 ## bench: run every benchmark in bench/ (each prints JSON)
 bench: $(VENV)/.installed-test postgres system-packages mcp-servers channel-servers

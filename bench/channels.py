@@ -13,13 +13,29 @@ send_to_user (zero delay), on one server process on SQLite:
   (SMTP delivery, the IMAP server's IDLE notice and our fetch: the mail servers' own polling),
   and router_to_model_p50_ms: the router stored it → the model call.
 
+Slack (against tests/channels/slack_api.py, a local stand-in of Slack's API: real Slack is not
+reachable from here) over Socket Mode also reports socket_pickup_p50_ms (the owner's message
+posted to the stand-in → the router stored the event: the envelope over the websocket, our
+listener, the router) and router_to_model_p50_ms; its reply_to_channel is the agent's message
+stored → found in the stand-in's channel by a poll every 20 ms.
+
+Telegram runs against the Bot API stand-in of the tests (tests/channels/telegram_api.py: the
+real api.telegram.org cannot be reached here), by long polling; it reports update_pickup_p50_ms
+(the stand-in has the update → the router stored it: the getUpdates long poll's wake-up, our
+listener, the router) and router_to_model_p50_ms; reply_to_channel is the agent's message
+stored → the stand-in took the sendMessage. Internet latency to Telegram is not in it.
+
 Matrix also reports sync_pickup_p50_ms (the homeserver stored the event → the router stored it:
 the sync long poll's wake-up, our listener, the router) and router_to_model_p50_ms.
 
 `added_vs_web_ms` is each channel's figure minus the web API's: inbound from the moment the
 channel's server has the event (Matrix: sync_pickup + router_to_model; e-mail: router_to_model,
-the mail servers' pickup being reported on its own) against the web API's client send → model.
-Prints one JSON object: {"web": {…}, "matrix": {…}, "email": {…}}.
+the mail servers' pickup being reported on its own; Slack: socket_pickup + router_to_model;
+Telegram: update_pickup + router_to_model)
+against the web API's client send → model.
+Prints one JSON object: {"web": {…}, "matrix": {…}, "email": {…}, "slack": {…},
+"telegram": {…}}. Arguments pick surfaces (`python bench/channels.py web slack`); the web API
+always runs (the baseline).
 """
 
 from __future__ import annotations
@@ -39,6 +55,8 @@ from common import ROOT, ServerProcess, percentile, wait_for, write_script
 
 sys.path.insert(0, str(ROOT))
 from tests.channels.servers import DkimKey, MailServer, Synapse, ensure_installed, mail
+from tests.channels.slack_api import BOT, OWNER, OWNER_DM, SlackStandIn
+from tests.channels.telegram_standin import OWNER_ID, TelegramStandIn
 
 ROUNDS = 10
 PASSWORD = "bench-mail-password-0123456789"
@@ -186,6 +204,55 @@ def matrix(server: ServerProcess, store: Store, synapse: Synapse) -> dict[str, f
     return _summary(samples)
 
 
+def slack(server: ServerProcess, store: Store, stand_in: SlackStandIn) -> dict[str, float]:
+    with server.client() as client:
+        client.put("/v1/secrets/SLACK_BOT", json={"value": stand_in.bot_token})
+        client.put("/v1/secrets/SLACK_APP", json={"value": stand_in.app_token})
+        client.post(
+            "/v1/channels",
+            json={
+                "name": "slack",
+                "kind": "slack",
+                "settings": {
+                    "api_url": stand_in.api_url,
+                    "owner": OWNER,
+                    "bot_token_secret": "SLACK_BOT",
+                    "app_token_secret": "SLACK_APP",
+                },
+            },
+        )
+        wait_for(lambda: client.get("/v1/channels").json()[-1]["status"] == "ok", 30)
+        wait_for(stand_in.sockets, 30)
+        samples: dict[str, list[float]] = {
+            "inbound_to_model": [],
+            "socket_pickup": [],
+            "router_to_model": [],
+            "reply_to_channel": [],
+        }
+        conversation = None
+        for n in range(ROUNDS):
+            sent = time.time()
+            stand_in.say(OWNER, OWNER_DM, f"question {n}")
+            if conversation is None:
+                conversation = wait_for(
+                    lambda: [
+                        c for c in client.get("/v1/conversations").json() if c["channel"] == "slack"
+                    ],
+                    30,
+                )[0]["id"]
+            started = wait_for(lambda n=n, c=conversation: store.model_start(c, n), 30)
+            received = store.received(conversation, n)
+            _, stored = wait_for(lambda n=n, c=conversation: store.agent_message(c, n), 30)
+            wait_for(lambda n=n: stand_in.from_bot(OWNER_DM)[n:], 30, interval=0.02)
+            visible = time.time()
+            samples["inbound_to_model"].append((started - sent) * 1000)
+            samples["socket_pickup"].append((received - sent) * 1000)
+            samples["router_to_model"].append((started - received) * 1000)
+            samples["reply_to_channel"].append((visible - stored) * 1000)
+    assert all(m["user"] == BOT for m in stand_in.from_bot(OWNER_DM))
+    return _summary(samples)
+
+
 def email(server: ServerProcess, store: Store, mails: MailServer) -> dict[str, float]:
     key = DkimKey("example.test")  # the owner's mail is DKIM-signed and checked, as in use
     with server.client() as client:
@@ -255,8 +322,56 @@ def email(server: ServerProcess, store: Store, mails: MailServer) -> dict[str, f
     return _summary(samples)
 
 
+def telegram(server: ServerProcess, store: Store, api: TelegramStandIn) -> dict[str, float]:
+    with server.client() as client:
+        client.put("/v1/secrets/TG_TOKEN", json={"value": api.token})
+        client.post(
+            "/v1/channels",
+            json={
+                "name": "telegram",
+                "kind": "telegram",
+                "settings": {
+                    "api_url": api.url,
+                    "owner": str(OWNER_ID),
+                    "bot_token_secret": "TG_TOKEN",
+                },
+            },
+        )
+        wait_for(lambda: client.get("/v1/channels").json()[-1]["status"] == "ok", 30)
+        samples: dict[str, list[float]] = {
+            "inbound_to_model": [],
+            "update_pickup": [],
+            "router_to_model": [],
+            "reply_to_channel": [],
+        }
+        conversation = None
+        for n in range(ROUNDS):
+            sent = time.time()
+            arrived = api.say(f"question {n}")["at"]
+            if conversation is None:
+                conversation = wait_for(
+                    lambda: [
+                        c
+                        for c in client.get("/v1/conversations").json()
+                        if c["channel"] == "telegram"
+                    ],
+                    30,
+                )[0]["id"]
+            started = wait_for(lambda n=n, c=conversation: store.model_start(c, n), 30)
+            _, stored = wait_for(lambda n=n, c=conversation: store.agent_message(c, n), 30)
+            replies = wait_for(lambda n=n: api.sent(OWNER_ID)[n:], 30, interval=0.02)
+            received = store.received(conversation, n)
+            samples["inbound_to_model"].append((started - sent) * 1000)
+            samples["update_pickup"].append((received - arrived) * 1000)
+            samples["router_to_model"].append((started - received) * 1000)
+            samples["reply_to_channel"].append((replies[0]["_at"] - stored) * 1000)
+    return _summary(samples)
+
+
 def main() -> None:
-    ensure_installed()
+    surfaces = set(sys.argv[1:]) or {"matrix", "email", "slack", "telegram"}
+    if surfaces & {"matrix", "email"}:
+        ensure_installed()
     with tempfile.TemporaryDirectory(prefix="nightowl-bench-channels-") as folder:
         base = Path(folder)
         model = write_script(
@@ -270,8 +385,18 @@ def main() -> None:
             ],
             then="repeat_last",
         )
-        synapse = Synapse(base / "synapse").start()
-        mails = MailServer(base / "mail", {"bot": PASSWORD, "owner": PASSWORD}).start()
+        synapse = Synapse(base / "synapse").start() if "matrix" in surfaces else None
+        mails = (
+            MailServer(base / "mail", {"bot": PASSWORD, "owner": PASSWORD}).start()
+            if "email" in surfaces
+            else None
+        )
+        stand_in = SlackStandIn().start() if "slack" in surfaces else None
+        api = (
+            TelegramStandIn(base / "telegram", "7000001:bench-token").start()
+            if "telegram" in surfaces
+            else None
+        )
         server = ServerProcess(
             base / "data",
             model=model,
@@ -280,19 +405,30 @@ def main() -> None:
         store = Store(base / "data" / "nightowl.db")
         try:
             result: dict[str, dict[str, float]] = {"web": web(server, store)}
-            result["matrix"] = matrix(server, store, synapse)
-            result["email"] = email(server, store, mails)
+            if synapse is not None:
+                result["matrix"] = matrix(server, store, synapse)
+            if mails is not None:
+                result["email"] = email(server, store, mails)
+            if stand_in is not None:
+                result["slack"] = slack(server, store, stand_in)
+            if api is not None:
+                result["telegram"] = telegram(server, store, api)
         finally:
             server.stop()
-            synapse.stop()
-            mails.stop()
+            for running in (synapse, mails, stand_in, api):
+                if running is not None:
+                    running.stop()
     base_in = result["web"]["inbound_to_model_p50_ms"]
     base_out = result["web"]["reply_to_channel_p50_ms"]
-    matrix_in = result["matrix"]["sync_pickup_p50_ms"] + result["matrix"]["router_to_model_p50_ms"]
-    for name, inbound in (
-        ("matrix", matrix_in),
-        ("email", result["email"]["router_to_model_p50_ms"]),
-    ):
+    # Inbound from the moment the channel's server has the event.
+    inbound_of = {
+        "matrix": ("sync_pickup_p50_ms", "router_to_model_p50_ms"),
+        "email": ("router_to_model_p50_ms",),
+        "slack": ("socket_pickup_p50_ms", "router_to_model_p50_ms"),
+        "telegram": ("update_pickup_p50_ms", "router_to_model_p50_ms"),
+    }
+    for name in [n for n in inbound_of if n in result]:
+        inbound = sum(result[name][key] for key in inbound_of[name])
         result[name]["added_vs_web_ms"] = {  # type: ignore[assignment]
             "inbound": round(inbound - base_in, 1),
             "reply": round(result[name]["reply_to_channel_p50_ms"] - base_out, 1),

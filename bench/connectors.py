@@ -13,7 +13,8 @@ tool-call step:
   client in the same run (p50 over p50; target < 1.5).
 
 Prints one JSON object. Needs the reference servers (`make mcp-servers`). Run
-`python bench/connectors.py [--quick]`.
+`python bench/connectors.py [--quick] [--postgres]` (`--postgres`: the store on a fresh
+database of the local PostgreSQL instead of SQLite).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.server.mcpserver import MCPServer  # noqa: E402
 from mcp_types import ToolAnnotations  # noqa: E402
+from tests.databases import fresh_database  # noqa: E402
 from tests.server import free_port  # noqa: E402
 from tests.tools.mcp.servers import EVERYTHING, FILESYSTEM, TIME, install_in_home  # noqa: E402
 
@@ -204,13 +206,16 @@ async def call_overhead(
     return through, direct
 
 
-async def main(quick: bool) -> dict[str, Any]:
+async def main(quick: bool, backend: str = "sqlite") -> dict[str, Any]:
     rounds = 5 if quick else 20
     # The SDK logs every HTTP request at info (through rich): a cost the server does not pay.
     logging.disable(logging.INFO)
-    with tempfile.TemporaryDirectory(prefix="nightowl-bench-") as folder:
+    with (
+        tempfile.TemporaryDirectory(prefix="nightowl-bench-") as folder,
+        fresh_database(backend, Path(folder)) as url,
+    ):
         base = Path(folder)
-        database = Database(f"sqlite:///{base / 'store.db'}")
+        database = Database(url)
         upgrade(database)
         computers = Computers(
             ComputerSettings(
@@ -288,6 +293,7 @@ async def main(quick: bool) -> dict[str, Any]:
                 computers.close()
                 database.dispose()
                 shutil.rmtree(base / "homes", ignore_errors=True)
+    report["store"] = backend
     report["connect_p50_ms"] = round(percentile(node, 50), 1)
     report["connect_python_p50_ms"] = round(percentile(python, 50), 1)
     report["call_through_step_p50_ms"] = round(percentile(through, 50), 2)
@@ -306,4 +312,5 @@ async def _no_timer(*_: Any) -> None:
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main("--quick" in sys.argv)), indent=2))
+    store = "postgresql" if "--postgres" in sys.argv else "sqlite"
+    print(json.dumps(asyncio.run(main("--quick" in sys.argv, store)), indent=2))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 from collections.abc import Iterator
@@ -46,6 +47,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in NETNS_MODULES:
             item.add_marker(pytest.mark.xdist_group("netns"))
+
+
+@pytest.fixture(autouse=True)
+def _no_event_loop_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Outside tests/web, no event loop is marked running in this thread: the web tests'
+    session-wide Playwright (its sync API) leaves its loop marked running between tests, and a
+    later test of the same test process that calls asyncio.run() then failed ("cannot be
+    called from a running event loop"). The loop is put back for the web tests after."""
+    left = asyncio.events._get_running_loop()
+    if left is None or "web" in request.path.parts:
+        yield
+        return
+    asyncio.events._set_running_loop(None)
+    try:
+        yield
+    finally:
+        asyncio.events._set_running_loop(left)
 
 
 @pytest.fixture(autouse=True)

@@ -118,6 +118,16 @@ def test_bad_configuration_is_refused_with_the_variable_named(tmp_path: Path) ->
     result = _run("doctor", env=_env(tmp_path, NIGHTOWL_MODEL="gpt:whatever"))
     assert result.returncode != 0
     assert "NIGHTOWL_MODEL" in result.stderr and "unknown model kind" in result.stderr
+    lapsing = _run(
+        "doctor",
+        env=_env(
+            tmp_path,
+            NIGHTOWL_CHANNEL_RELOAD_S="10",
+            NIGHTOWL_CHANNEL_LISTENER_LEASE_S="15",
+        ),
+    )
+    assert lapsing.returncode != 0
+    assert "NIGHTOWL_CHANNEL_LISTENER_LEASE_S (15) must be at least twice" in lapsing.stderr
 
 
 def _reader(process: subprocess.Popen[str]) -> queue.Queue[str]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -21,13 +22,16 @@ from nightowl.api import (
     events,
     files,
     hooks,
+    ingress,
     memory,
     operations,
     routines,
     safety,
+    timeline,
     usage,
     webapp,
 )
+from nightowl.api import evals as evals_api
 from nightowl.api import helpers as helpers_api
 from nightowl.api import inbox as inbox_api
 from nightowl.api import push as push_api
@@ -38,9 +42,13 @@ from nightowl.api.mcp_server import McpEndpoint, build_mcp_server
 from nightowl.api.openapi import declare_errors
 from nightowl.channels.service import ChannelRuntime, ChannelService
 from nightowl.channels.webpush import PushOptions, PushSender, VapidKeys
+from nightowl.computer.backends import REMOTE
+from nightowl.computer.blob_store import S3Location, S3SnapshotStore
 from nightowl.computer.browser import Browsers, close_idle_browsers_forever
 from nightowl.computer.computers import Computers, ComputerSettings, sleep_idle_forever
 from nightowl.computer.desktop import Desktops
+from nightowl.computer.remote import RemoteComputers
+from nightowl.computer.remote_desktop import RemoteDesktops
 from nightowl.config import Settings
 from nightowl.engine.agent_loop import AgentLoop
 from nightowl.engine.compaction import CompactionSettings, build_compaction_workflow
@@ -63,13 +71,15 @@ from nightowl.models.base import ClosableModel
 from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
 from nightowl.router.router import Router
+from nightowl.safety.redaction import Redactor
 from nightowl.safety.send_tools import SEND_TOOLS
-from nightowl.safety.vault import load_key
-from nightowl.store.changes import ChangeFeed
+from nightowl.safety.vault import SecretScope, load_key, open_sealed
+from nightowl.store.changes import ChangeFeed, announce_dispatch
 from nightowl.store.database import Database
 from nightowl.store.migrate import upgrade
 from nightowl.store.owner import ensure_owner_token
 from nightowl.store.questions import answered_but_waiting
+from nightowl.store.secrets import sealed_of
 from nightowl.store.turns import waiting_turns
 from nightowl.tools.browser import browser_tools
 from nightowl.tools.builtin import builtin_registry
@@ -81,8 +91,71 @@ from nightowl.tools.mcp.oauth import OAuthFlows
 from nightowl.tools.mcp.provider import ConnectorProvider
 from nightowl.tools.mcp.server_requests import SAMPLING_STEP, ServerRequests
 from nightowl.tools.providers import Toolbox
+from nightowl.tracing.export import build_traces
 
 log = logging.getLogger(__name__)
+
+
+def computer_settings(settings: Settings, backend: str | None = None) -> ComputerSettings:
+    """How this process makes sandboxes (a computer host: placed under its own address)."""
+    return ComputerSettings(
+        homes_dir=settings.homes_dir,
+        snapshot_dir=settings.blob_dir,
+        backend=backend or settings.sandbox_backend,
+        network=settings.sandbox_network,
+        memory_bytes=settings.sandbox_memory_mb * 1024 * 1024,
+        cpus=settings.sandbox_cpus,
+        pids=settings.sandbox_pids,
+        uid_base=settings.sandbox_uid_base,
+        idle_sleep_s=settings.sandbox_idle_sleep_s,
+        host_name=settings.computer_host_url.rstrip("/") or None,
+        lease_s=settings.computer_lease_s,
+        checkpoint_on_release=bool(settings.computer_host_url),
+    )
+
+
+def snapshot_store(settings: Settings) -> S3SnapshotStore | None:
+    """The store every computer host shares snapshots through (None: the data folder only)."""
+    if not settings.snapshot_store:
+        return None
+    location = S3Location.parse(
+        settings.snapshot_store,
+        settings.snapshot_store_endpoint or None,
+        settings.snapshot_store_region,
+    )
+    return S3SnapshotStore(location)
+
+
+def snapshot_redactor(
+    settings: Settings, database: Database
+) -> Callable[[str], Redactor | None] | None:
+    """A computer host's view of each owner's secrets, kept out of snapshots (the vault key the
+    workers use, NIGHTOWL_SECRET_KEY; None without it: snapshots are then not redacted)."""
+    if not settings.secret_key:
+        log.warning("no NIGHTOWL_SECRET_KEY: this host's snapshots are not redacted")
+        return None
+    key = load_key(settings.data_dir, settings.secret_key)
+
+    def redactor_for(user_id: str) -> Redactor | None:
+        with database.read() as session:
+            sealed = sealed_of(session, user_id)
+        return SecretScope(open_sealed(key, sealed)).redactor
+
+    return redactor_for
+
+
+def build_computers(
+    settings: Settings, database: Database
+) -> tuple[Computers | RemoteComputers, Computers]:
+    """The users' computers as the tools reach them (in this process, or on a computer tier),
+    and the in-process ones the browser uses (refusing when on a tier: its host serves it)."""
+    if not settings.computer_host_list:
+        local = Computers(computer_settings(settings), database, snapshot_store(settings))
+        return local, local
+    # Long enough for a dead host's lease to lapse and another host to restore the snapshot.
+    wait_s = settings.computer_lease_s * 2 + 60
+    tier = RemoteComputers(settings.computer_host_list, settings.computer_token, database, wait_s)
+    return tier, Computers(computer_settings(settings, backend=REMOTE), database)
 
 
 def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
@@ -92,39 +165,39 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     upgrade(database)
     ensure_owner_token(database, settings.owner_token_file)  # before any request
     metrics = Metrics()
+    # Before the engine: DBOS's spans go to the provider it installs (off: none at all).
+    traces = build_traces(settings.otlp_endpoint, settings.trace_content)
+    app.state.traces = traces
     changes = ChangeFeed(database)
-    changes.start()
     engine = DurableEngine(settings)
+    if database.is_postgres:  # several processes: an enqueue in one wakes the workers
+        if engine.dispatches:
+            changes.on_dispatch.append(engine.nudge_here)
+        else:
+            engine.wake_workers = lambda: announce_dispatch(database)
+    changes.start()
     engine.register_timer(build_timer_workflow(lambda: app.state.router))
     schedules = RoutineSchedules(database, lambda: app.state.router)
-    computers = Computers(
-        ComputerSettings(
-            homes_dir=settings.homes_dir,
-            snapshot_dir=settings.blob_dir,
-            backend=settings.sandbox_backend,
-            network=settings.sandbox_network,
-            memory_bytes=settings.sandbox_memory_mb * 1024 * 1024,
-            cpus=settings.sandbox_cpus,
-            pids=settings.sandbox_pids,
-            uid_base=settings.sandbox_uid_base,
-            idle_sleep_s=settings.sandbox_idle_sleep_s,
-        ),
-        database,
-    )
+    computers, local = build_computers(settings, database)
     app.state.computers = computers
-    browsers = Browsers(computers)  # its relay socket lives in a fresh root-only temp dir
+    browsers = Browsers(local)  # its relay socket lives in a fresh root-only temp dir
     computers.before_sleep.append(browsers.close_user)  # the profile is flushed first
     app.state.browsers = browsers
     semantic = installed_semantic_index() if settings.memory_semantic == "auto" else None
     app.state.semantic = semantic
     tools = builtin_registry(settings.web_fetch_private, semantic)
-    desktops = Desktops(computers)
+    # On a computer tier the hosts run the displays (computer/desktop_host.py).
+    desktops: Desktops | RemoteDesktops = Desktops(local)
+    if isinstance(computers, RemoteComputers):
+        desktops = RemoteDesktops(computers)
     app.state.desktops = desktops
     helper_tools = [*HELPER_MANAGER_TOOLS, REPORT_TOOL]
     for tool in [*browser_tools(browsers), *desktop_tools(desktops), *SEND_TOOLS, *helper_tools]:
         tools.add(tool)
     # Every model call goes through one sequence (record, call, usage, cost, sections).
-    calls = ModelCalls(database, metrics, PriceTable(settings.prices), settings.cache_lifetime_s)
+    calls = ModelCalls(
+        database, metrics, PriceTable(settings.prices), settings.cache_lifetime_s, traces
+    )
     # MCP connectors: a tool provider beside the built-in tools (tools/providers.py).
     connections = Connections()
     computers.before_sleep.append(connections.close_user)  # closed before the computer sleeps
@@ -170,6 +243,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         schedule_compaction=engine.schedule_compaction,
         gate=build_gate(settings, database, toolbox, model, calls),
         max_recoveries=settings.max_turn_recoveries,
+        traces=traces,
     )
     profiles = []
     if model is not None:
@@ -245,6 +319,8 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         batch_window_s=settings.batch_window_s,
         helpers=helpers,
         answers=engine,
+        traces=traces,
+        vault_key=app.state.vault_key,
     )
     app.state.routines = schedules
     # Channels (e-mail, Matrix): listeners and the outbound relay, run on the server's loop.
@@ -259,9 +335,14 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
             public_url=settings.web_url,
             reload_s=settings.channel_reload_s,
             max_backoff_s=settings.channel_retry_max_s,
+            lease_s=settings.channel_delivery_lease_s,
+            worker_id=settings.worker_id,
+            listener_lease_s=settings.channel_listener_lease_s,
         ),
     )
     schedules.reconcile()
+    if not engine.dispatches:
+        return engine  # the workers re-enqueue what a crash cut short
     # A turn whose enqueue was cut short by a crash is still marked queued: enqueue it again
     # (idempotent, by workflow id).
     with database.read() as session:
@@ -275,6 +356,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
 
 def stop_services(app: FastAPI) -> None:
     app.state.engine.shutdown()
+    app.state.traces.shutdown()  # what is still buffered is exported
     for model in app.state.models:
         if isinstance(model, ClosableModel):
             model.close()
@@ -326,6 +408,45 @@ async def _check_then_warm(app: FastAPI, settings: Settings) -> None:
         )
 
 
+def _api_work(
+    app: FastAPI, settings: Settings, engine: DurableEngine
+) -> list[Coroutine[Any, Any, None]]:
+    """What an API process runs beside its requests: the model check for the status screen,
+    and a heartbeat (a worker takes over the few workflows it ran if it dies)."""
+    status: status_api.ModelStatus = app.state.model_status
+    heartbeat = Heartbeat(settings, app.state.database, engine, app.state.metrics)
+    return [status.check(settings), heartbeat.run(takes_over=False)]
+
+
+def _background_work(
+    app: FastAPI, settings: Settings, engine: DurableEngine
+) -> list[Coroutine[Any, Any, None]]:
+    """What a worker (or the one process of role all) runs beside its turns."""
+    database = app.state.database
+    work = [
+        _check_then_warm(app, settings),
+        Heartbeat(settings, database, engine, app.state.metrics).run(),
+        PushSender(
+            database,
+            app.state.changes,
+            app.state.vapid,
+            PushOptions(settings.push_subject, settings.push_delay_s),
+        ).run(),
+        RetentionSweep(settings, engine, app.state.metrics, database).run(),
+        app.state.channels.run(),
+        collect_forever(database, settings.memory_archive_days, settings.memory_sweep_interval_s),
+        sleep_idle_forever(app.state.computers, min(60.0, settings.sandbox_idle_sleep_s / 4)),
+        close_idle_browsers_forever(
+            app.state.browsers,
+            settings.sandbox_idle_sleep_s / 2,
+            min(60.0, settings.sandbox_idle_sleep_s / 4),
+        ),
+    ]
+    if app.state.semantic is not None:
+        work.append(embed_forever(database, app.state.semantic, settings.memory_embed_interval_s))
+    return work
+
+
 def build_app(settings: Settings) -> FastAPI:
     """The nightowl server as an ASGI application."""
 
@@ -334,56 +455,14 @@ def build_app(settings: Settings) -> FastAPI:
         engine = await asyncio.to_thread(start_services, app, settings)
         app.state.model_status = status_api.ModelStatus.of(settings)
         background = [
-            asyncio.create_task(_check_then_warm(app, settings)),
-            asyncio.create_task(
-                Heartbeat(settings, app.state.database, engine, app.state.metrics).run()
-            ),
-            asyncio.create_task(
-                PushSender(
-                    app.state.database,
-                    app.state.changes,
-                    app.state.vapid,
-                    PushOptions(settings.push_subject, settings.push_delay_s),
-                ).run()
-            ),
-            asyncio.create_task(
-                RetentionSweep(settings, engine, app.state.metrics, app.state.database).run()
-            ),
-            *(
-                [
-                    asyncio.create_task(
-                        embed_forever(
-                            app.state.database,
-                            app.state.semantic,
-                            settings.memory_embed_interval_s,
-                        )
-                    )
-                ]
-                if app.state.semantic is not None
-                else []
-            ),
-            asyncio.create_task(app.state.channels.run()),
-            asyncio.create_task(
-                collect_forever(
-                    app.state.database,
-                    settings.memory_archive_days,
-                    settings.memory_sweep_interval_s,
-                )
-            ),
-            asyncio.create_task(
-                sleep_idle_forever(
-                    app.state.computers, min(60.0, settings.sandbox_idle_sleep_s / 4)
-                )
-            ),
-            asyncio.create_task(
-                close_idle_browsers_forever(
-                    app.state.browsers,
-                    settings.sandbox_idle_sleep_s / 2,
-                    min(60.0, settings.sandbox_idle_sleep_s / 4),
-                )
-            ),
+            asyncio.create_task(task)
+            for task in (
+                _background_work(app, settings, engine)
+                if engine.dispatches
+                else _api_work(app, settings, engine)
+            )
         ]
-        log.info("nightowl is up", extra={"worker": settings.worker_id})
+        log.info("nightowl is up", extra={"worker": settings.worker_id, "role": settings.role})
         try:
             async with mcp_server.session_manager.run():  # /mcp: nightowl as an MCP server
                 yield
@@ -421,11 +500,14 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(channels.routes)
     app.include_router(events.routes)
     app.include_router(hooks.routes)
+    app.include_router(ingress.routes)
     app.include_router(routines.routes)
     app.include_router(memory.routes)
     app.include_router(files.routes)
     app.include_router(usage.routes)
+    app.include_router(timeline.routes)
     app.include_router(safety.routes)
+    app.include_router(evals_api.routes)
     app.include_router(display.routes)
     app.include_router(webapp.routes)
     declare_errors(app)

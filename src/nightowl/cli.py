@@ -1,5 +1,5 @@
 """`nightowl serve | chat | token | doctor | usage | hooks | routines | memory | models |
-secrets | audit`."""
+secrets | audit | backup | restore`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from nightowl.backup.commands import add_commands as add_backup_commands
 from nightowl.channels.commands import add_channel_commands
 from nightowl.config import Settings
+from nightowl.evals.commands import add_evals_commands
 from nightowl.helpers_cli import add_helper_commands
 from nightowl.inbox_cli import add_inbox_commands
 from nightowl.memory.commands import add_commands as add_memory_commands
@@ -21,6 +23,10 @@ from nightowl.safety.commands import add_commands as add_safety_commands
 from nightowl.store.database import Database
 from nightowl.store.errors import StoreError
 from nightowl.tools.mcp.commands import add_connector_commands, run_connectors
+
+# How long an idle HTTP connection stays open (seconds): above common proxies' and clients'
+# idle limits (nginx 60 s), so the server is not the one closing a connection being reused.
+KEEP_ALIVE_S = 75
 
 
 def _settings() -> Settings:
@@ -71,13 +77,15 @@ def _port_is_free(host: str, port: int) -> None:
             ) from None
 
 
-def _serve(_args: argparse.Namespace) -> int:
+def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from nightowl.app import build_app
     from nightowl.logs import configure_logging
     from nightowl.store.owner import ensure_owner_token
 
+    if args.role:
+        os.environ["NIGHTOWL_ROLE"] = args.role  # the flag wins over the environment
     settings = _settings()
     _port_is_free(settings.host, settings.port)
     human = {"auto": None, "text": True, "json": False}[settings.log_format]
@@ -106,7 +114,46 @@ def _serve(_args: argparse.Namespace) -> int:
         port=settings.port,
         log_config=None,
         timeout_graceful_shutdown=3,
+        # Longer than a client or proxy keeps an idle connection (uvicorn's 5 s closed
+        # connections a loaded client was just reusing: "connection reset by peer").
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
+    return 0
+
+
+def _computer_host(_args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from nightowl.app import computer_settings, snapshot_redactor, snapshot_store
+    from nightowl.computer.computers import Computers
+    from nightowl.computer.host import build_host_app
+    from nightowl.logs import configure_logging
+
+    settings = _settings()
+    if not settings.computer_host_url or len(settings.computer_token) < 16:
+        raise SystemExit(
+            "nightowl computer-host: set NIGHTOWL_COMPUTER_HOST_URL (this host's address as "
+            "the workers reach it) and NIGHTOWL_COMPUTER_TOKEN (16 characters or more, the "
+            "same on every worker)"
+        )
+    _port_is_free(settings.host, settings.port)
+    human = {"auto": None, "text": True, "json": False}[settings.log_format]
+    configure_logging(settings.log_level, human)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with _store(settings) as database:
+        computers = Computers(computer_settings(settings), database, snapshot_store(settings))
+        computers.redactor_for = snapshot_redactor(settings, database)
+        app = build_host_app(computers, settings.computer_token, settings.computer_lease_s / 3)
+        print(f"\n  nightowl computer host {settings.computer_host_url}\n", flush=True)
+        # No access log: a line per tool call costs more than the call's own work.
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            access_log=False,
+            timeout_keep_alive=KEEP_ALIVE_S,
+        )
     return 0
 
 
@@ -354,7 +401,16 @@ def parser() -> argparse.ArgumentParser:
     """The command line."""
     root = argparse.ArgumentParser(prog="nightowl", description="An always-on agent server.")
     commands = root.add_subparsers(dest="command", required=True)
-    commands.add_parser("serve", help="run the server").set_defaults(run=_serve)
+    serve = commands.add_parser("serve", help="run the server")
+    serve.add_argument(
+        "--role",
+        choices=["all", "api", "worker"],
+        help="api: requests only; worker: turns and background work; all (default): both",
+    )
+    serve.set_defaults(run=_serve)
+    commands.add_parser(
+        "computer-host", help="run the users' computers for the workers (a computer tier)"
+    ).set_defaults(run=_computer_host)
 
     chat = commands.add_parser("chat", help="talk to nightowl from the terminal")
     chat.add_argument("--url", help="server URL (default: from settings)")
@@ -425,6 +481,8 @@ def parser() -> argparse.ArgumentParser:
     add_channel_commands(commands, _call_server)
     add_helper_commands(commands, _call_server)
     add_inbox_commands(commands, _call_server)
+    add_backup_commands(commands, _settings)
+    add_evals_commands(commands, _settings, _store)
     return root
 
 

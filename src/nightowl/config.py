@@ -7,11 +7,12 @@ import socket
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from nightowl import __version__
 from nightowl.models.pricing import PriceTable
+from nightowl.tracing.target import export_target
 
 
 def _default_data_dir() -> Path:
@@ -37,12 +38,18 @@ class Settings(BaseSettings):
         "openai-compatible:<url>#<model> | local | scripted:<path> | none",
     )
 
+    role: Literal["all", "api", "worker"] = Field(
+        default="all",
+        description="all: one process does everything. api: takes requests and enqueues turns "
+        "but dispatches none; worker: runs turns, channels, routines and retention (needs "
+        "PostgreSQL, shared by every process).",
+    )
     application_version: str = __version__
     executor_id: str | None = Field(
         default=None, description="Unique, stable id of this worker; host and port when unset."
     )
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
-    heartbeat_timeout_s: float = Field(default=5.0, gt=0)
+    heartbeat_timeout_s: float = Field(default=15.0, gt=0)
     queue_polling_interval_s: float = Field(default=0.05, gt=0)
     queue_idle_polling_interval_s: float = Field(default=1.0, gt=0)
     queue_active_window_s: float = Field(default=0.0, ge=0)
@@ -179,6 +186,17 @@ class Settings(BaseSettings):
         ge=1,
         description="Tokens one user's conversations together may use per day (UTC).",
     )
+    otlp_endpoint: str = Field(
+        default="",
+        description="Export OpenTelemetry traces (turns, model and tool calls, DBOS's steps) "
+        "over OTLP to this URL, e.g. http://127.0.0.1:4318 (the protocol: "
+        "OTEL_EXPORTER_OTLP_PROTOCOL, http/protobuf or grpc); empty: no tracing at all.",
+    )
+    trace_content: bool = Field(
+        default=False,
+        description="Traces carry message text, model replies and tool arguments and results "
+        "(vault secrets scrubbed); off: only names, ids, tokens, costs and outcomes.",
+    )
     log_level: str = "INFO"
     log_format: Literal["auto", "text", "json"] = Field(
         default="auto",
@@ -238,6 +256,18 @@ class Settings(BaseSettings):
     channel_reload_s: float = Field(
         default=2.0, gt=0, description="How often channel configuration changes are picked up."
     )
+    channel_listener_lease_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="One worker listens on a channel at a time; a dead worker's channels are "
+        "taken over by another after this many seconds.",
+    )
+    channel_delivery_lease_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="How long one attempt to deliver a message to a channel may take before "
+        "another relay (after a crash) asks the channel whether it landed and tries again.",
+    )
     channel_retry_max_s: float = Field(
         default=60.0,
         gt=0,
@@ -263,12 +293,56 @@ class Settings(BaseSettings):
         default=900.0, gt=0, description="Frozen this long, a sandbox goes to deep sleep."
     )
 
+    # A computer tier (docs/computer.md, "A computer tier"): the computers run on hosts of
+    # their own, `nightowl computer-host`, and the workers reach them over HTTP.
+    computer_hosts: str = Field(
+        default="",
+        description="Comma-separated addresses of computer hosts (http://10.0.0.5:8790, …); "
+        "empty: each user's computer runs in this process.",
+    )
+    computer_token: str = Field(
+        default="",
+        description="The computer tier's shared token: workers send it, hosts accept only it.",
+    )
+    computer_host_url: str = Field(
+        default="",
+        description="`computer-host`: this host's address as the workers reach it (its name "
+        "in the database's placement of each computer).",
+    )
+    computer_lease_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="A host renews its computers' placement; a dead host's computers wake on "
+        "another host, from their last snapshot, once this many seconds lapse.",
+    )
+    snapshot_store: str = Field(
+        default="",
+        description="s3://bucket/prefix: snapshots shared by every computer host (an "
+        "S3-compatible store); empty: the data folder only (one machine).",
+    )
+    snapshot_store_endpoint: str = Field(
+        default="", description="The S3-compatible server's URL (MinIO, Ceph …); empty: AWS."
+    )
+    snapshot_store_region: str = Field(default="us-east-1")
+
+    @property
+    def computer_host_list(self) -> list[str]:
+        """The computer hosts' addresses (empty: computers run in this process)."""
+        return [h.strip() for h in self.computer_hosts.split(",") if h.strip()]
+
     @field_validator("prices")
     @classmethod
     def _prices_are_complete(
         cls, value: dict[str, dict[str, float]]
     ) -> dict[str, dict[str, float]]:
         PriceTable(value)  # raises with what is wrong
+        return value
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _otlp_endpoint_works(cls, value: str) -> str:
+        if value:
+            export_target(value)  # raises with what to set
         return value
 
     @field_validator("model", "review_model", "helper_model")
@@ -283,6 +357,28 @@ class Settings(BaseSettings):
                 f"unknown model kind {kind!r}; use one of: " + ", ".join(sorted(known))
             )
         return value
+
+    @model_validator(mode="after")
+    def _split_roles_share_postgres(self) -> Settings:
+        # An API process and its workers meet only in the database: SQLite is one process's.
+        if self.role != "all" and not self.uses_postgres:
+            raise ValueError(
+                f"NIGHTOWL_ROLE={self.role} needs NIGHTOWL_DATABASE_URL to name a PostgreSQL "
+                "database every process shares; on SQLite run one process with role all"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _listener_lease_outlasts_reloads(self) -> Settings:
+        # The lease is renewed at every reload: a lease shorter than two reloads lapses
+        # between renewals, and live workers would take each other's channels in turn.
+        if self.channel_listener_lease_s < 2 * self.channel_reload_s:
+            raise ValueError(
+                f"NIGHTOWL_CHANNEL_LISTENER_LEASE_S ({self.channel_listener_lease_s:g}) must be "
+                f"at least twice NIGHTOWL_CHANNEL_RELOAD_S ({self.channel_reload_s:g}): the "
+                "lease is renewed at each reload"
+            )
+        return self
 
     @property
     def store_url(self) -> str:

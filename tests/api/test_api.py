@@ -117,22 +117,28 @@ def test_another_users_conversation_answers_404(server: ServerProcess) -> None:
 
 
 def test_change_notifications_carry_no_content(server: ServerProcess) -> None:
+    # The module's server is shared: a turn of an earlier test's conversation may still be
+    # announcing its activity, so the listener keeps what concerns this test's conversation.
     received: list[dict[str, object]] = []
     connected = threading.Event()
+    mine: list[str] = []
 
     def listen() -> None:
         with server.client() as client, client.stream("GET", "/v1/events", timeout=20) as stream:
             for line in stream.iter_lines():
                 connected.set()
                 if line.startswith("data:"):
-                    received.append(json.loads(line[5:]))
-                    return
+                    change = json.loads(line[5:])
+                    if mine and change.get("conversation_id") == mine[0]:
+                        received.append(change)
+                        return
 
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
     assert connected.wait(10)
     with server.client() as client:
         conversation = _conversation(client)
+        mine.append(conversation)
         client.post(
             f"/v1/conversations/{conversation}/messages",
             json={"client_id": "n1", "text": "secret body"},

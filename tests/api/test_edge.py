@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from nightowl.channels.webhooks import sign
-from tests.server import NIGHTOWL, ServerProcess, wait_for
+from tests.server import NIGHTOWL, TLS, ServerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -89,6 +89,14 @@ def test_bodies_are_bounded_and_strangers_refused_before_reading(server: ServerP
     assert _status_and_error(_first_answer(server, delivery))[0] == 413
     unsigned = f"POST {hook['url_path']} HTTP/1.1\nHost: x\nContent-Length: 100\n"
     assert _status_and_error(_first_answer(server, unsigned))[0] == 401
+    # A channel's ingress needs no token (the channel checks the request), takes up to 1 MiB
+    # and says which URL was wrong; a channel that takes no pushed events is not found there.
+    ingress = f"POST /v1/ingress/chn_none HTTP/1.1\nHost: x\nContent-Length: {2 << 20}\n"
+    assert _status_and_error(_first_answer(server, ingress))[0] == 413
+    with httpx.Client(base_url=server.url, verify=TLS) as stranger_client:
+        missing = stranger_client.post("/v1/ingress/chn_none", content=b"{}")
+        assert missing.status_code == 404, missing.text
+        assert "check the URL" in missing.json()["error"]["message"]
 
     # A body that streams past the limit (no length declared) is cut off: 413, nothing stored.
     def chunks() -> Iterator[bytes]:

@@ -14,10 +14,14 @@ spool file and the recipient; a mail whose delivery a kill cut short is finished
 server starts again, and a copy already delivered is not delivered twice. (Delivering copy
 after copy with nothing in between let a kill leave the owner's copy and lose the sender's
 own Bcc copy: a sender that checks for that copy before retrying then sent twice.)
+
+While a file `hold` exists in DIR, the answer to a mail's DATA is held back (the mail is
+already delivered): a test kills the sender in that window.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import mailbox
 import os
@@ -80,6 +84,10 @@ class Delivery:
         spooled = staged.with_suffix(".json")
         os.replace(staged, spooled)  # accepted: from here the mail reaches every recipient
         self._deliver(spooled)
+        # A test holds the answer back (the mail is delivered, the sender does not know yet)
+        # while the file `hold` exists: time to kill the sender in between.
+        while (self.base / "hold").exists():
+            await asyncio.sleep(0.05)
         return "250 OK delivered"
 
 

@@ -89,6 +89,14 @@ class MailServer:
             self.process.wait(10)
         self.process = None
 
+    def hold(self, held: bool) -> None:
+        """Hold back (or release) the SMTP server's answer to each mail, after delivering it."""
+        flag = self.folder / "mail" / "hold"
+        if held:
+            flag.touch()
+        else:
+            flag.unlink(missing_ok=True)
+
     def address(self, user: str) -> str:
         return f"{user}@{self.DOMAIN}"
 
@@ -361,6 +369,12 @@ class MatrixUser:
         path = f"/_matrix/client/v3/rooms/{room_id}/send/m.room.message/t{time.time_ns()}"
         body = {"msgtype": "m.text", "body": text, **content}
         return str(self.call("PUT", path, json=body)["event_id"])
+
+    def react(self, room_id: str, event_id: str, key: str) -> str:
+        """React to an event (an `m.annotation`)."""
+        path = f"/_matrix/client/v3/rooms/{room_id}/send/m.reaction/r{time.time_ns()}"
+        relates = {"rel_type": "m.annotation", "event_id": event_id, "key": key}
+        return str(self.call("PUT", path, json={"m.relates_to": relates})["event_id"])
 
     def messages(self, room_id: str) -> list[dict[str, Any]]:
         """The room's messages, oldest first."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import smtplib
 import subprocess
 import time
 from collections.abc import Iterator
@@ -29,9 +30,11 @@ from nightowl.store.conversations import append_message
 from nightowl.store.database import Database
 from nightowl.store.users import ensure_owner
 from tests.channels.servers import DkimKey, MailServer, ensure_installed, mail
+from tests.databases import fresh_database
 from tests.e2e.store_view import rows
+from tests.safety.helpers import wait_kinds
 from tests.safety.send_provider import FakeSendProvider
-from tests.server import NIGHTOWL, ServerProcess, say, wait_for, write_script
+from tests.server import NIGHTOWL, ServerProcess, free_port, say, wait_for, write_script
 
 pytestmark = pytest.mark.slow
 
@@ -310,6 +313,208 @@ def test_a_send_that_died_before_it_was_recorded_is_found_in_the_mailbox_and_not
     assert external_id == f"<{message.id}.nightowl@example.test>"
 
 
+def test_a_confirmed_send_message_goes_out_as_one_mail_even_when_killed_mid_send(
+    tmp_path: Path, database_url: str, mailserver: MailServer
+) -> None:
+    # send_message to an address goes through the owner's mail channel: a draft, then on
+    # Send one real mail, even with the server SIGKILLed after the SMTP transaction and before
+    # it was recorded (the recovery finds the channel's own Bcc copy by Message-ID).
+    note = {"to": "mallory@example.test", "subject": "Lunch", "text": "Lunch on Thursday?"}
+    server = _start(
+        tmp_path,
+        database_url,
+        [
+            {"tool_calls": [{"name": "send_message", "arguments": note}]},
+            say("Sent your note to Mallory.", final=True),
+        ],
+    )
+    client = server.client()
+    try:
+        _add_channel(client, mailserver)
+        conversation = client.post("/v1/conversations", json={}).json()["id"]
+        client.post(
+            f"/v1/conversations/{conversation}/messages",
+            json={"client_id": "m1", "text": "email Mallory about lunch on Thursday"},
+        )
+        draft = wait_for(lambda: client.get("/v1/drafts").json(), 60)[0]
+        assert "mallory@example.test" in draft["body"] and mailserver.mailbox("mallory") == []
+        mailserver.hold(True)  # the mail is delivered; the answer to DATA waits
+        sent = client.post(
+            f"/v1/drafts/{draft['id']}",
+            json={"client_id": "send-1", "action": "send", "text": "Lunch on Friday instead?"},
+        )
+        assert sent.status_code == 201, sent.text
+        wait_for(lambda: len(mailserver.mailbox("mallory")) == 1, 60)
+        server.kill()  # after the SMTP transaction, before it was recorded
+        mailserver.hold(False)
+        server.start()
+        client.close()
+        client = server.client()
+        wait_kinds(client, conversation, "sent")
+        wait_for(
+            lambda: any(
+                m["body"] == "Sent your note to Mallory." for m in _messages(client, conversation)
+            ),
+            60,
+        )
+        [delivered] = mailserver.mailbox("mallory")
+        assert delivered["From"] == BOT and delivered["Subject"] == "Lunch"
+        assert "Lunch on Friday instead?" in delivered.get_body(("plain",)).get_content()
+        copies = [
+            m for m in mailserver.mailbox("bot") if m["Message-ID"] == delivered["Message-ID"]
+        ]
+        assert len(copies) == 1  # the channel's own copy: what the recovery found
+        assert mailserver.mailbox("owner") == []
+        url = server.env["NIGHTOWL_DATABASE_URL"]
+        assert rows(url, "SELECT status, provider_id FROM sends") == [
+            ("sent", delivered["Message-ID"])
+        ]
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_mail_received_over_smtp_from_the_owners_mx_is_answered_once_and_relaying_is_refused(
+    tmp_path: Path, database_url: str, mailserver: MailServer
+) -> None:
+    # receive=smtp: the owner's MX hands mail to nightowl over SMTP (no IMAP mailbox); the
+    # answers go out through the mail host's SMTP as before.
+    server = _start(tmp_path, database_url, [say("Noted: the usual table.", final=True)])
+    port = free_port()
+    settings = {k: v for k, v in settings_for(mailserver).items() if not k.startswith("imap")}
+    settings.update(receive="smtp", smtp_listen_port=port)
+    try:
+        # A member cannot open a port on the server's host; the server's owner can.
+        with server.client(server.member_token("guest")) as guest:
+            guest.put("/v1/secrets/MAIL_PASSWORD", json={"value": BOT_PASSWORD})
+            refused = guest.post(
+                "/v1/channels", json={"name": "mx", "kind": "email", "settings": settings}
+            )
+            assert refused.status_code == 403, refused.text
+            assert "receive=imap" in refused.json()["error"]["message"]
+        with server.client() as client:
+            client.put("/v1/secrets/MAIL_PASSWORD", json={"value": BOT_PASSWORD})
+            made = client.post(
+                "/v1/channels", json={"name": "mx", "kind": "email", "settings": settings}
+            )
+            assert made.status_code == 201, made.text
+            wait_for(lambda: client.get("/v1/channels").json()[0]["status"] == "ok", 30)
+            tested = client.post("/v1/channels/mx/test").json()
+            assert tested["ok"] and f"received over SMTP on 127.0.0.1:{port}" in tested["detail"]
+            raw = owner_mail("Friday", "Book the usual table.", "<mx1@example.test>")
+            smtp = wait_for(lambda: _smtp_to(port), 30)
+            with smtp:
+                # Relaying for another address is refused; the channel's own is accepted,
+                # and answered only once the mail is stored.
+                with pytest.raises(smtplib.SMTPRecipientsRefused):
+                    smtp.sendmail(OWNER, ["someone@elsewhere.test"], raw)
+                assert smtp.sendmail(OWNER, [BOT], raw) == {}
+                assert smtp.sendmail(OWNER, [BOT], raw) == {}  # the MX retried: deduped
+                own = mail(BOT, BOT, "copy", "the channel's own Bcc copy", "<own1@example.test>")
+                assert smtp.sendmail(BOT, [BOT], own.as_bytes()) == {}
+            answer = wait_for(lambda: mailserver.mailbox("owner"), 60)[0]
+            assert answer["In-Reply-To"] == "<mx1@example.test>"
+            assert "Noted" in answer.get_body(("plain",)).get_content()
+            [conversation] = _mail_conversations(client)
+            messages = _messages(client, conversation["id"])
+            assert [(m["role"], m["trust"]) for m in messages] == [
+                ("user", "owner"),
+                ("agent", "agent"),
+            ]
+            url = server.env["NIGHTOWL_DATABASE_URL"]
+            [(position,)] = rows(url, "SELECT position FROM channels")
+            stored = json.loads(position) if isinstance(position, str) else position
+            assert stored == {"own_copies": ["<own1@example.test>"]}
+            time.sleep(1)
+            assert len(mailserver.mailbox("owner")) == 1
+            # A session still open when the channel goes away is ended with it.
+            lingering = _smtp_to(port)
+            assert lingering.noop()[0] == 250
+            assert client.delete("/v1/channels/mx").status_code == 204
+
+            def ended() -> bool:
+                try:
+                    lingering.noop()
+                except smtplib.SMTPServerDisconnected:
+                    return True
+                return False
+
+            wait_for(ended, 30)
+    finally:
+        server.stop()
+
+
+def test_one_worker_listens_on_a_channel_and_another_takes_over_when_it_is_killed(
+    tmp_path: Path, mailserver: MailServer
+) -> None:
+    # Two workers on one PostgreSQL: only one runs the channel's listener (an SMTP listener on
+    # one port: a second would fail to bind and mark the channel failed); SIGKILL it and the
+    # other takes the channel over once the lease lapses, and mail is answered again, once.
+    # Each worker's model answers in its own words (turns run on either worker; the same
+    # words twice would be caught as a copied reply).
+    scripts = {
+        w: write_script(
+            tmp_path / f"{w}.json", [say(f"Noted by {w} ({n}).", final=True) for n in (1, 2)]
+        )
+        for w in ("worker-a", "worker-b")
+    }
+    port = free_port()
+    settings = {k: v for k, v in settings_for(mailserver).items() if not k.startswith("imap")}
+    settings.update(receive="smtp", smtp_listen_port=port)
+    env = {
+        "NIGHTOWL_CHANNEL_RELOAD_S": "0.2",
+        "NIGHTOWL_CHANNEL_RETRY_MAX_S": "1",
+        "NIGHTOWL_CHANNEL_LISTENER_LEASE_S": "3",
+        "NIGHTOWL_SECRET_KEY": "yCHqkgDW5eEqcFTS1KT4DxbLMI1WSKoRC8mNdJjXxRA=",
+    }
+    with fresh_database("postgresql", tmp_path) as url:
+        a = ServerProcess(
+            tmp_path / "a", url, model=scripts["worker-a"], env=env, executor_id="worker-a"
+        )
+        b = ServerProcess(
+            tmp_path / "b", url, model=scripts["worker-b"], env=env, executor_id="worker-b"
+        )
+        servers = {"worker-a": a.start(), "worker-b": b.start()}
+        try:
+            with a.client() as client:
+                client.put("/v1/secrets/MAIL_PASSWORD", json={"value": BOT_PASSWORD})
+                made = client.post(
+                    "/v1/channels", json={"name": "mx", "kind": "email", "settings": settings}
+                )
+                assert made.status_code == 201, made.text
+                wait_for(lambda: client.get("/v1/channels").json()[0]["status"] == "ok", 30)
+                time.sleep(2)  # both workers reconciled many times meanwhile
+                [channel] = client.get("/v1/channels").json()
+            assert channel["status"] == "ok" and channel["listener"] in servers
+            first = channel["listener"]
+            with wait_for(lambda: _smtp_to(port), 30) as smtp:
+                smtp.sendmail(OWNER, [BOT], owner_mail("One", "First.", "<w1@example.test>"))
+            wait_for(lambda: len(mailserver.mailbox("owner")) == 1 or None, 60)
+            servers[first].kill()
+            survivor = servers["worker-b" if first == "worker-a" else "worker-a"]
+            with survivor.client(token=a.token) as client:
+                wait_for(lambda: client.get("/v1/channels").json()[0]["listener"] != first, 30)
+                [channel] = client.get("/v1/channels").json()
+            assert channel["listener"] != first and channel["status"] == "ok"
+            with wait_for(lambda: _smtp_to(port), 30) as smtp:
+                smtp.sendmail(OWNER, [BOT], owner_mail("Two", "Second.", "<w2@example.test>"))
+            wait_for(lambda: len(mailserver.mailbox("owner")) == 2 or None, 60)
+            time.sleep(1)
+            answers = mailserver.mailbox("owner")  # each mail answered once, by either worker
+            assert [m["In-Reply-To"] for m in answers] == ["<w1@example.test>", "<w2@example.test>"]
+            assert all("Noted by worker-" in m.get_body(("plain",)).get_content() for m in answers)
+        finally:
+            a.stop()
+            b.stop()
+
+
+def _smtp_to(port: int) -> smtplib.SMTP | None:
+    try:
+        return smtplib.SMTP("127.0.0.1", port, timeout=10)
+    except OSError:
+        return None
+
+
 def test_channels_from_the_command_line_add_test_list_and_remove(
     tmp_path: Path, mailserver: MailServer
 ) -> None:
@@ -334,6 +539,12 @@ def test_channels_from_the_command_line_add_test_list_and_remove(
         # A credential given as a plain setting is refused: it belongs in the vault.
         leaked = cli("add", "other", "--kind", "email", "--set", "password=hunter2")
         assert leaked.returncode == 2 and "vault" in leaked.stderr
+        # Settings are checked before anything is stored: what is wrong, and what to set.
+        bad = cli("add", "bad", "--kind", "email", *settings, "--set=address=nobody")
+        assert bad.returncode == 2 and "set address to the channel's own" in bad.stderr
+        unknown = cli("add", "bad", "--kind", "email", *settings, "--set=password_secret=NOPE")
+        assert unknown.returncode == 2 and "nightowl secrets set NOPE" in unknown.stderr
+        assert [line.split()[0] for line in cli("list").stdout.splitlines()] == ["mail"]
         # A wrong password says so.
         wrong = cli("add", "wrong", "--kind", "email", *settings, "--set=username=owner")
         assert wrong.returncode == 0

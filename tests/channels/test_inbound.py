@@ -82,3 +82,34 @@ def test_text_no_store_would_take_is_made_storable_and_received_files_land_in_th
     assert "[cut: " in message.body and "~/inbox/" in message.body
     [saved] = list((tmp_path / "homes" / channel.owner_id / "inbox").iterdir())
     assert saved.name.endswith("etc_passwd") and saved.read_bytes() == b"not really"
+
+
+def test_a_received_file_never_follows_a_link_the_computer_made(
+    database: Database, tmp_path: Path
+) -> None:
+    """The agent's computer can make ~/inbox a link to anywhere on this machine (an injected
+    page asks it to): the server, writing as root, must not follow it; the message says the
+    file was not saved. A file again under the same event is kept once."""
+    inbox, channel_id, _ = _inbox(database, tmp_path)
+    with database.read() as session:
+        channel = get_channel(session, channel_id)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    home = tmp_path / "homes" / channel.owner_id
+    home.mkdir(parents=True)
+    (home / "inbox").symlink_to(elsewhere)
+    event = Inbound("$1", "!dm", "@me:x", "see", direct=True, files=[("a.txt", "", b"x")])
+    asyncio.run(inbox.accept(channel, [event], {}))
+    assert list(elsewhere.iterdir()) == []
+    with database.read() as session:
+        [conversation] = list_conversations(session, channel.owner_id)
+        [message] = messages_after(session, conversation.id, 0)
+    assert "a.txt (not saved: ~/inbox is not a folder)" in message.body
+
+    (home / "inbox").unlink()
+    again = Inbound("$2", "!dm", "@me:x", "now", direct=True, files=[("b.txt", "", b"yes")])
+    asyncio.run(inbox.accept(channel, [again], {}))
+    [saved] = list((home / "inbox").iterdir())
+    saved.write_bytes(b"the agent changed it")
+    asyncio.run(inbox.accept(channel, [again], {}))  # redelivered: stored once, file kept
+    assert [p.read_bytes() for p in (home / "inbox").iterdir()] == [b"the agent changed it"]

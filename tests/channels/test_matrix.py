@@ -267,3 +267,116 @@ def test_a_question_is_answered_by_a_reply_and_files_go_both_ways(
             assert saved.read_bytes() == b"Remember the cake."
     finally:
         server.stop()
+
+
+def test_an_approval_is_answered_by_the_owners_reaction_and_other_reactions_say_nothing(
+    tmp_path: Path, database_url: str, synapse: Synapse
+) -> None:
+    bot, owner = synapse.register("bot"), synapse.register("owner")
+    buttons = [{"label": "Approve", "value": "approve"}, {"label": "Deny", "value": "deny"}]
+    server = _start(
+        tmp_path,
+        database_url,
+        [
+            say("Pay the Friday invoice?", buttons=buttons, ask="approval"),
+            say("Paid.", final=True),
+        ],
+    )
+    try:
+        with server.client() as client:
+            _add_channel(client, synapse, bot, owner.user_id)
+            room = owner.create_room([bot.user_id], direct=True)
+            wait_for(lambda: _joined(owner, room, bot.user_id), 30)
+            owner.say(room, "Is the invoice paid?")
+            [question] = wait_for(lambda: _from(owner, room, bot.user_id), 60)
+            assert (
+                "Or react: 1\ufe0f\u20e3 Approve, 2\ufe0f\u20e3 Deny" in question["content"]["body"]
+            )
+            owner.react(room, question["event_id"], "\U0001f600")  # a smile answers nothing
+            time.sleep(2)
+            assert len(_from(owner, room, bot.user_id)) == 1
+            owner.react(room, question["event_id"], "\U0001f44d")  # thumbs up: Approve
+            wait_for(lambda: len(_from(owner, room, bot.user_id)) >= 2, 60)
+            assert _from(owner, room, bot.user_id)[1]["content"]["body"] == "Paid."
+            [conversation] = [
+                c for c in client.get("/v1/conversations").json() if c["channel"] == "matrix"
+            ]
+            path = f"/v1/conversations/{conversation['id']}/messages"
+            said = [(m["role"], m["body"], m["trust"]) for m in client.get(path).json()["messages"]]
+            assert ("user", "Approve", "owner") in said  # stored as the answer, once
+            assert not any("\U0001f600" in body or "\U0001f44d" in body for _, body, _ in said)
+    finally:
+        server.stop()
+
+
+def _marked(client: httpx.Client) -> list[dict[str, Any]]:
+    """The owner's eval cases made by marking a reply wrong (the shipped set left out)."""
+    cases = client.get("/v1/evals/cases").json()["cases"]
+    return [c for c in cases if c["source"] == "marked"]
+
+
+def _logged(server: ServerProcess, text: str) -> int:
+    return sum(text in line.get("message", "") for line in server.log_lines())
+
+
+def test_the_owners_thumbs_down_marks_the_reply_wrong_once_and_a_strangers_does_nothing(
+    tmp_path: Path, database_url: str, synapse: Synapse
+) -> None:
+    bot, owner = synapse.register("bot"), synapse.register("owner")
+    stranger = synapse.register("stranger")
+    server = _start(tmp_path, database_url, [say("It opens at nine.", final=True)])
+    try:
+        with server.client() as client:
+            _add_channel(client, synapse, bot, owner.user_id)
+            room = owner.create_room([bot.user_id], direct=True)
+            wait_for(lambda: _joined(owner, room, bot.user_id), 30)
+            asked = owner.say(room, "When does the museum open?")
+            [reply] = wait_for(lambda: _from(owner, room, bot.user_id), 60)
+            [conversation] = [
+                c for c in client.get("/v1/conversations").json() if c["channel"] == "matrix"
+            ]
+            path = f"/v1/conversations/{conversation['id']}/messages"
+            [agent] = [m for m in client.get(path).json()["messages"] if m["role"] == "agent"]
+            owner.call(
+                "POST",
+                f"/_matrix/client/v3/rooms/{room}/invite",
+                json={"user_id": stranger.user_id},
+            )
+            stranger.join(room)
+
+            stranger.react(room, reply["event_id"], "\U0001f44e")
+            wait_for(lambda: _logged(server, "a thumbs-down by someone not the owner"), 60)
+            owner.react(room, asked, "\U0001f44e")  # the owner's own message: no agent reply
+            wait_for(lambda: _logged(server, "a thumbs-down marked nothing wrong"), 60)
+            owner.react(room, reply["event_id"], "\U0001f600")  # a smile marks nothing
+            assert _marked(client) == []
+
+            owner.react(room, reply["event_id"], "\U0001f44e")
+            [case] = wait_for(lambda: _marked(client), 60)
+            assert case["status"] == "draft"
+            assert (case["conversation_id"], case["message_id"]) == (
+                conversation["id"],
+                agent["id"],
+            )
+            assert case["failed_reply"] == "It opens at nine."
+            assert case["owner_words"].startswith(
+                "Marked wrong with a \U0001f44e reaction on Matrix"
+            )
+            # Again, with a skin tone: the same case, not another.
+            owner.react(room, reply["event_id"], "\U0001f44e\U0001f3fd")
+            wait_for(
+                lambda: _logged(server, "the owner's thumbs-down marked a reply wrong") == 2, 60
+            )
+            assert [c["id"] for c in _marked(client)] == [case["id"]]
+            # Reactions start no turn and become no message.
+            assert len(_from(owner, room, bot.user_id)) == 1
+            said = [m["body"] for m in client.get(path).json()["messages"]]
+            assert said == ["When does the museum open?", "It opens at nine."]
+            turns = rows(
+                database_url,
+                "SELECT status FROM turns WHERE conversation_id = :c",
+                c=conversation["id"],
+            )
+            assert turns == [("done",)]
+    finally:
+        server.stop()

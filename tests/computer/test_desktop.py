@@ -424,7 +424,9 @@ def test_the_page_shows_the_desktop_and_hands_control_over(desk: Desk) -> None:
                 f"localStorage.setItem('nightowl.token', {desk.owner_token!r})"
             )
             await page.goto(f"http://{host}/display#agent={AGENT}")
-            await page.wait_for_selector("#screen canvas")
+            # The first frame waits for x11vnc to start: a second on an idle machine, far more
+            # beside a crash campaign on two cores (the relay waits up to 30 s for it).
+            await page.wait_for_selector("#screen canvas", timeout=60_000)
             await page.wait_for_function(
                 "document.getElementById('status').textContent.startsWith('Watching')"
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from nightowl.channels.inbound import write_new_file
 from nightowl.computer.sandbox import SandboxError
 from nightowl.store.computers import computer_of
 from nightowl.store.database import Database
@@ -69,5 +70,38 @@ def test_a_destroyed_sandbox_is_rebuilt_with_its_home(tmp_path: Path) -> None:
             rebuilt = await computers.acquire(user, "t1")
             assert rebuilt is not sandbox
             assert (await rebuilt.call({"op": "read", "path": "keep.txt"}))["text"] == "kept"
+
+    asyncio.run(scenario())
+
+
+def test_a_file_received_while_the_computer_sleeps_is_there_when_it_wakes(
+    tmp_path: Path, database: Database
+) -> None:
+    """A channel saves a received file into ~/inbox/ while the computer sleeps (its home only
+    a snapshot): waking restores the snapshot and keeps that file, owned by the computer's
+    user; the restore used to replace the home and lose it."""
+
+    async def scenario() -> None:
+        with computers_for(tmp_path, database=database) as computers:
+            user = new_user(database, "gus")
+            sandbox = await computers.acquire(user, "turn-1")
+            await sandbox.run("mkdir -p inbox && echo before > inbox/old.txt && echo x > a.txt")
+            await computers.release("turn-1")
+            assert await computers.deep_sleep(user) is True
+            home = computers.home(user)
+            assert not home.exists()
+
+            write_new_file(home, "inbox", "abc-0-report.pdf", b"%PDF arrived")
+            woken = await computers.acquire(user, "turn-2")
+            listing = await woken.run("cat a.txt inbox/old.txt inbox/abc-0-report.pdf")
+            assert listing.exit_code == 0
+            got = await woken.call({"op": "read", "path": "inbox/abc-0-report.pdf"})
+            assert got["text"] == "%PDF arrived"
+            assert (home / "inbox" / "old.txt").read_text() == "before\n"
+            assert (home / "a.txt").read_text() == "x\n"
+            uid = (home / "a.txt").stat().st_uid
+            assert (home / "inbox" / "abc-0-report.pdf").stat().st_uid == uid
+            assert (home / "inbox").stat().st_uid == uid
+            await computers.release("turn-2")
 
     asyncio.run(scenario())

@@ -4,6 +4,7 @@ background helper while the owner keeps talking; its short report wakes the main
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -332,6 +333,61 @@ def test_guidance_reaches_a_helper_and_stop_cleans_up_and_tells_the_parent(
         # It does no more work once stopped.
         wait_for(lambda: True, timeout=1)
         assert len(_helper_transcript(database_url, helper[2])) <= runs + 2
+    finally:
+        server.stop()
+
+
+def _unfinished_workflows(url: str, server: ServerProcess) -> int:
+    """How many durable workflows (turns, helpers, their stop and cleanup) have not ended."""
+    query = "SELECT count(*) FROM {}workflow_status WHERE status IN ('PENDING', 'ENQUEUED')"
+    if url.startswith("sqlite"):
+        with sqlite3.connect(server.data_dir / "durable.sqlite", timeout=30) as connection:
+            return int(connection.execute(query.format("")).fetchone()[0])
+    return int(rows(url, query.format("dbos."))[0][0])
+
+
+def test_a_stopped_helpers_cleanup_follows_no_link_its_computer_made(
+    tmp_path: Path, database_url: str
+) -> None:
+    """The scratch folder is removed inside the computer, as its user: with `~/helpers/<id>`
+    made a link to a folder of this machine that holds a `scratch`, the server (root) once
+    removed that folder instead."""
+    model = script(
+        tmp_path / "script.json",
+        [_start(TASK), say("Started.", final=True), say("Stopping it.", final=True)],
+        [call("write_file", path="notes.txt", content="x"), *[call("wait", seconds=1)] * 60],
+    )
+    outside = tmp_path / "outside"
+    (outside / "scratch").mkdir(parents=True)
+    (outside / "scratch" / "keep.txt").write_text("not the computer's")
+    server = ServerProcess(
+        tmp_path / "data", database_url, model=model, env={"NIGHTOWL_SANDBOX_NETWORK": "none"}
+    ).start()
+    try:
+        with server.client() as client:
+            conversation = _start_and_wait(client, "Review my reports.")
+            wait_for(lambda: helper_rows(database_url, conversation), timeout=30)
+            (helper,) = helper_rows(database_url, conversation)
+            homes = tmp_path / "data" / "homes"
+            wait_for(lambda: homes.exists() and any(homes.iterdir()), timeout=60)
+            home = next(homes.iterdir())
+            folder = home / "helpers" / helper[0]
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            if folder.exists():
+                (folder / "scratch").rename(tmp_path / "moved-scratch")
+                folder.rmdir()
+            folder.symlink_to(outside)  # as the computer could make it (here, from outside)
+            stopped = client.post(f"/v1/conversations/{conversation}/helpers/{helper[0]}/stop")
+            assert stopped.status_code == 200, stopped.text
+            wait_for(
+                lambda: any(
+                    "stopped before it finished" in b for b in bodies_of(client, conversation)
+                ),
+                timeout=30,
+            )
+            assert helper_rows(database_url, conversation)[0][1] == "stopped"
+            wait_for(lambda: _unfinished_workflows(database_url, server) == 0, timeout=60)
+            assert (outside / "scratch" / "keep.txt").read_text() == "not the computer's"
     finally:
         server.stop()
 

@@ -105,11 +105,27 @@ def test_a_store_at_an_older_revision_is_upgraded_and_one_at_the_newest_is_left(
     with database.engine.begin() as connection:
         connection.execute(text("UPDATE alembic_version SET version_num = '0036'"))
         connection.execute(text("DROP INDEX ix_messages_created"))
-    upgrade(database)  # 0037 runs again: the index is back
+        connection.execute(text("DROP INDEX ix_channel_deliveries_external"))
+        connection.execute(text("ALTER TABLE channels DROP COLUMN listener"))
+        connection.execute(text("ALTER TABLE channels DROP COLUMN listener_until"))
+        connection.execute(text("ALTER TABLE channel_bindings DROP COLUMN alerts_only"))
+        connection.execute(text("ALTER TABLE computers DROP COLUMN host"))
+        connection.execute(text("ALTER TABLE computers DROP COLUMN host_until"))
+        connection.execute(text("DROP TABLE eval_results"))
+        connection.execute(text("DROP TABLE eval_cases"))
+    upgrade(database)  # 0037 to 0042 run again: the indexes, columns and tables are back
     assert revision_status(database) == (newest_revision(), newest_revision())
     with database.read() as session:
-        names = {i["name"] for i in inspect(session.connection()).get_indexes("messages")}
-    assert "ix_messages_created" in names
+        inspector = inspect(session.connection())
+        names = {i["name"] for i in inspector.get_indexes("messages")}
+        names |= {i["name"] for i in inspector.get_indexes("channel_deliveries")}
+        columns = {c["name"] for c in inspector.get_columns("channels")}
+        columns |= {c["name"] for c in inspector.get_columns("channel_bindings")}
+        columns |= {c["name"] for c in inspector.get_columns("computers")}
+        tables = set(inspector.get_table_names())
+    assert {"eval_cases", "eval_results"} <= tables
+    assert {"ix_messages_created", "ix_channel_deliveries_external"} <= names
+    assert {"listener", "listener_until", "alerts_only", "host", "host_until"} <= columns
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ BOUNDED = {
     ("turns", "starts_without_progress"): "at most NIGHTOWL_MAX_TURN_RECOVERIES + 1",
     ("helpers", "runs"): "the tasks one named helper was given, one at a time",
     ("push_deliveries", "attempts"): "at most 8 tries of one push (channels/webpush.py)",
+    ("eval_results", "tokens"): "one case's replay: the tokens of one turn's requests",
 }
 
 

@@ -1,6 +1,6 @@
-"""Channel routes: a user's e-mail and Matrix channels (add, list, test, remove) and binding a
-conversation to one. Settings name vault secrets (`password_secret`, `access_token_secret`);
-a setting that looks like a credential itself is refused."""
+"""Channel routes: a user's channels (e-mail, Matrix, Slack, Telegram: add, list, test,
+remove) and binding a conversation to one. Settings name vault secrets (`password_secret`,
+`access_token_secret`); a setting that looks like a credential itself is refused."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from nightowl.api.auth import CurrentUser, database_of
 from nightowl.api.errors import ApiError, error_responses
 from nightowl.api.inputs import WELL_FORMED, ChannelName, PathId, RequestBody
 from nightowl.channels.base import ChannelError
-from nightowl.channels.service import test_channel
+from nightowl.channels.service import build_channel, takes_http, test_channel
 from nightowl.safety.vault import load_key, open_secrets
 from nightowl.store.channels import (
     ChannelInfo,
@@ -46,7 +46,7 @@ class NewChannel(RequestBody):
     """Body of `POST /v1/channels` (see docs/channels.md for each kind's settings)."""
 
     name: ChannelName
-    kind: Literal["email", "matrix"]
+    kind: Literal["email", "matrix", "slack", "telegram"]
     settings: dict[Annotated[str, StringConstraints(max_length=60), WELL_FORMED], SettingValue] = (
         Field(max_length=40)
     )
@@ -63,9 +63,14 @@ class ChannelOut(BaseModel):
     error: str
     deliveries: dict[str, int]
     created_at: datetime
+    listener: str = Field(default="", description="The worker listening on it now.")
+    ingress_url: str = Field(
+        default="",
+        description="The URL to give a service that pushes events (Slack, Telegram webhooks).",
+    )
 
     @classmethod
-    def of(cls, info: ChannelInfo, counts: dict[str, int]) -> ChannelOut:
+    def of(cls, info: ChannelInfo, counts: dict[str, int], public_url: str) -> ChannelOut:
         return cls(
             name=info.name,
             kind=info.kind,
@@ -74,6 +79,10 @@ class ChannelOut(BaseModel):
             error=info.error,
             deliveries=counts,
             created_at=info.created_at,
+            listener=info.listener,
+            ingress_url=(
+                f"{public_url.rstrip('/')}/v1/ingress/{info.id}" if takes_http(info.kind) else ""
+            ),
         )
 
 
@@ -116,16 +125,53 @@ def my_channels(user: CurrentUser, request: Request) -> list[ChannelOut]:
     with database_of(request).read() as session:
         channels = list_channels(session, user.id)
         counts = delivery_counts(session, [c.id for c in channels])
-    return [ChannelOut.of(c, counts.get(c.id, {})) for c in channels]
+    web_url = request.app.state.settings.web_url
+    return [ChannelOut.of(c, counts.get(c.id, {}), web_url) for c in channels]
 
 
-@routes.post("/channels", status_code=201, responses=error_responses(409))
+def _check_settings(body: NewChannel, secrets: dict[str, str]) -> None:
+    """Build the channel from its settings (no connection yet): a missing or malformed
+    setting, or a secret the vault does not hold, is refused with what to set."""
+    probe = ChannelInfo(
+        id="new",
+        owner_id="",
+        name=body.name,
+        kind=body.kind,
+        settings=dict(body.settings),
+        position={},
+        status="",
+        error="",
+        created_at=datetime.now(),
+        updated_at=datetime.now(),
+    )
+    try:
+        channel = build_channel(probe, secrets)
+    except ChannelError as error:
+        raise ApiError(422, "bad_setting", str(error)) from None
+    except (TypeError, ValueError) as error:
+        raise ApiError(422, "bad_setting", f"a setting has the wrong type: {error}") from None
+    asyncio.run(channel.close())  # it connected nowhere; its clients are released
+
+
+@routes.post("/channels", status_code=201, responses=error_responses(403, 409, 422))
 def make_channel(body: NewChannel, user: CurrentUser, request: Request) -> ChannelOut:
-    """Configure a channel; its listener starts within a few seconds."""
+    """Configure a channel (its settings are checked first); its listener starts within a
+    few seconds."""
     _refuse_credentials(body.settings)
+    if body.settings.get("receive") == "smtp" and user.role != "owner":
+        # An SMTP listener opens a port on the server's own host: the server's owner decides.
+        raise ApiError(
+            403,
+            "owner_only",
+            "only the server's owner can open an SMTP listener (receive=smtp); "
+            "use receive=imap with your mailbox, or ask the owner",
+        )
+    settings = request.app.state.settings
+    key = load_key(settings.data_dir, settings.secret_key)
     with database_of(request).write() as session:
+        _check_settings(body, open_secrets(session, key, user.id))
         info = add_channel(session, user.id, body.name, body.kind, dict(body.settings))
-    return ChannelOut.of(info, {})
+    return ChannelOut.of(info, {}, settings.web_url)
 
 
 @routes.delete("/channels/{name}", status_code=204, responses=error_responses(404))
@@ -169,5 +215,7 @@ def bind_conversation(
         channel = channel_named(session, user.id, body.channel)
         if channel.kind == "matrix" and not body.address.get("room_id"):
             raise ApiError(422, "missing_room", "give address.room_id for a Matrix channel")
+        if channel.kind == "slack" and not body.address.get("channel"):
+            raise ApiError(422, "missing_channel", "give address.channel for a Slack channel")
         binding = bind(session, channel.id, conversation_id, dict(body.address))
     return {"binding": binding, "channel": body.channel}

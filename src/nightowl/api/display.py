@@ -3,7 +3,8 @@ stream over a websocket, and the page (noVNC) that shows it.
 
 Browsers cannot set headers on a websocket, and a token in its URL would land in access logs,
 so the websocket's first message is the owner's access token; after that, binary messages
-carry the RFB stream both ways.
+carry the RFB stream both ways. On a computer tier the displays are the computer host's: the
+same routes ask it (computer/remote_desktop.py), and the stream is bridged to its websocket.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from nightowl.api.errors import ApiError, error_responses
 from nightowl.api.inputs import PathId
 from nightowl.api.revocation import token_watch_of
 from nightowl.api.webapp import SECURITY_HEADERS, WEB_DIR
-from nightowl.computer.desktop import HEIGHT, WIDTH, DesktopError, Desktops, Display
+from nightowl.computer.desktop import HEIGHT, WIDTH, DesktopError, Desktops, DisplayState
+from nightowl.computer.remote_desktop import RemoteDesktops
 from nightowl.computer.sandbox import SandboxError
+from nightowl.computer.websocket_relay import relay
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound
 from nightowl.store.users import UserInfo, user_for_token
@@ -59,61 +62,73 @@ class DisplayOut(BaseModel):
     viewers: int
 
     @classmethod
-    def of(cls, display: Display) -> DisplayOut:
+    def of(cls, state: DisplayState) -> DisplayOut:
         """The API form of a display."""
-        running = display.sandbox is not None and display.sandbox.alive()
         return cls(
-            agent=display.agent,
-            display=f":{display.number}",
+            agent=state.agent,
+            display=f":{state.number}",
             width=WIDTH,
             height=HEIGHT,
-            running=running,
-            owner_control=display.owner_control,
-            viewers=display.viewers,
+            running=state.running,
+            owner_control=state.owner_control,
+            viewers=state.viewers,
         )
 
 
-def desktops_of(request: Request | WebSocket) -> Desktops:
-    """The server's displays."""
-    desktops: Desktops = request.app.state.desktops
+def desktops_of(request: Request | WebSocket) -> Desktops | RemoteDesktops:
+    """The server's displays (or, on a computer tier, its hosts')."""
+    desktops: Desktops | RemoteDesktops = request.app.state.desktops
     return desktops
 
 
-def _mine(request: Request, user: UserInfo, agent: str) -> Display:
-    display = desktops_of(request).find(user.id, agent)
-    if display is None:
+def _unavailable(error: Exception) -> ApiError:
+    return ApiError(503, "display_unavailable", f"{error}; try again")
+
+
+async def _mine(request: Request, user: UserInfo, agent: str) -> DisplayState:
+    try:
+        state = await desktops_of(request).state(user.id, agent)
+    except SandboxError as error:
+        raise _unavailable(error) from error
+    if state is None:
         raise NotFound(f"agent {agent!r} has no display of yours; it starts with its desktop tools")
-    return display
+    return state
 
 
-@routes.get("/v1/displays")
+@routes.get("/v1/displays", responses=error_responses(503))
 async def my_displays(user: CurrentUser, request: Request) -> list[DisplayOut]:
     """The caller's agents' displays."""
-    return [DisplayOut.of(d) for d in desktops_of(request).displays_of(user.id)]
+    try:
+        return [DisplayOut.of(s) for s in await desktops_of(request).states(user.id)]
+    except SandboxError as error:
+        raise _unavailable(error) from error
 
 
-@routes.get("/v1/displays/{agent}")
+@routes.get("/v1/displays/{agent}", responses=error_responses(503))
 async def one_display(agent: PathId, user: CurrentUser, request: Request) -> DisplayOut:
     """One agent's display (the agent is the conversation that uses it)."""
-    return DisplayOut.of(_mine(request, user, agent))
+    return DisplayOut.of(await _mine(request, user, agent))
 
 
 @routes.post("/v1/displays/{agent}/control", responses=error_responses(503))
 async def take_control(agent: PathId, user: CurrentUser, request: Request) -> DisplayOut:
     """Take the display's keyboard and mouse; the agent's input waits until control is given back
     (or it lapses after a while)."""
-    _mine(request, user, agent)
+    await _mine(request, user, agent)
     try:
         return DisplayOut.of(await desktops_of(request).take_control(user.id, agent))
     except (SandboxError, DesktopError) as error:
-        raise ApiError(503, "display_unavailable", f"{error}; try again") from error
+        raise _unavailable(error) from error
 
 
-@routes.delete("/v1/displays/{agent}/control")
+@routes.delete("/v1/displays/{agent}/control", responses=error_responses(503))
 async def give_back_control(agent: PathId, user: CurrentUser, request: Request) -> DisplayOut:
     """Give the display back to the agent; viewers only watch again."""
-    _mine(request, user, agent)
-    return DisplayOut.of(await desktops_of(request).give_back(user.id, agent))
+    await _mine(request, user, agent)
+    try:
+        return DisplayOut.of(await desktops_of(request).give_back(user.id, agent))
+    except SandboxError as error:
+        raise _unavailable(error) from error
 
 
 def _user_for(database: Database, token: str) -> UserInfo | None:
@@ -157,67 +172,24 @@ async def _live_view(websocket: WebSocket, agent: str) -> None:
         return
     user, token = signed_in
     desktops = desktops_of(websocket)
-    if desktops.find(user.id, agent) is None:
-        await websocket.close(CLOSE_NO_DISPLAY, "this agent has no display of yours")
-        return
     try:
+        if await desktops.state(user.id, agent) is None:
+            await websocket.close(CLOSE_NO_DISPLAY, "this agent has no display of yours")
+            return
         with token_watch_of(websocket.app).watching(token) as revoked:
             async with desktops.vnc(user.id, agent) as (reader, writer):
-                ended_by = await _relay(websocket, reader, writer, revoked)
+                ended_by = await relay(websocket, reader, writer, revoked)
     except (SandboxError, DesktopError, LookupError) as error:
         log.warning("live view failed", extra={"agent": agent, "error": str(error)})
         with contextlib.suppress(RuntimeError, WebSocketDisconnect):
             await websocket.close(CLOSE_UNAVAILABLE, "the display is not available; try again")
         return
-    if ended_by == "revoked":
+    if ended_by == "stopped":  # the token was revoked
         with contextlib.suppress(RuntimeError, WebSocketDisconnect):
             await websocket.close(CLOSE_UNAUTHORIZED, "the access token was revoked")
     elif ended_by == "server":
         with contextlib.suppress(RuntimeError, WebSocketDisconnect):
             await websocket.close(CLOSE_UNAVAILABLE, "the display's VNC server closed")
-
-
-async def _relay(
-    websocket: WebSocket,
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    revoked: asyncio.Event,
-) -> str:
-    """Copy bytes both ways until one side ends or the token is revoked: which ended it
-    ("viewer", "server" or "revoked")."""
-
-    async def from_viewer() -> None:
-        while True:
-            message = await websocket.receive()
-            if message["type"] == "websocket.disconnect":
-                return
-            data = message.get("bytes") or (message.get("text") or "").encode()
-            writer.write(data)
-            await writer.drain()
-
-    async def to_viewer() -> None:
-        while data := await reader.read(65536):
-            await websocket.send_bytes(data)
-
-    viewer = asyncio.create_task(from_viewer())
-    server = asyncio.create_task(to_viewer())
-    revocation = asyncio.create_task(revoked.wait())
-    done, pending = await asyncio.wait(
-        {viewer, server, revocation}, return_when=asyncio.FIRST_COMPLETED
-    )
-    for task in pending:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, OSError):
-            await task
-    for task in done:
-        error = task.exception()
-        if error is not None and not isinstance(
-            error, WebSocketDisconnect | OSError | RuntimeError
-        ):
-            raise error
-    if revocation in done:
-        return "revoked"
-    return "server" if server in done and viewer not in done else "viewer"
 
 
 @routes.get("/display", include_in_schema=False)

@@ -17,17 +17,22 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from fastapi import HTTPException
+from sqlalchemy.exc import DBAPIError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nightowl.api.auth import invalid_token, missing_token
-from nightowl.api.errors import ApiError, error_response
+from nightowl.api.errors import RETRY_SOON, ApiError, database_unavailable, error_response
 from nightowl.channels.webhooks import MAX_BODY_BYTES as MAX_WEBHOOK_BYTES
 from nightowl.store.database import Database
+from nightowl.store.outages import lost_connection
 from nightowl.store.users import UserInfo, hash_token, user_for_token
 
 # Routes anyone may call: the rest of /v1 and /metrics need a token.
 _OPEN_PREFIXES = ("/healthz",)
+# Routes whose POSTs are authenticated by their own signature check, not a token.
+_SIGNED = ("/v1/hooks/", "/v1/ingress/")
+MAX_INGRESS_BYTES = 1024 * 1024  # a channel service's event (Slack, Telegram: a few KiB)
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,9 @@ class RateLimit:
 
 
 def needs_token(method: str, path: str) -> bool:
-    """Whether a request must carry an access token (webhook deliveries are signed instead)."""
-    if path.startswith("/v1/hooks/") and method == "POST" and path.count("/") == 3:
+    """Whether a request must carry an access token (webhook deliveries and a channel's
+    events are signed instead)."""
+    if path.startswith(_SIGNED) and method == "POST" and path.count("/") == 3:
         return False
     return path.startswith(("/v1/", "/docs", "/redoc")) or path == "/metrics"
 
@@ -135,13 +141,20 @@ class Edge:
             if not token:
                 raise missing_token()
             database: Database = scope["app"].state.database
-            user = await asyncio.to_thread(_user_for, database, token)
+            try:
+                user = await asyncio.to_thread(_user_for, database, token)
+            except DBAPIError as error:
+                if lost_connection(error):
+                    raise database_unavailable() from error
+                raise
             if user is None:
                 raise invalid_token()
             _limited(self.by_token.wait(hash_token(token), now), "this token")
             scope.setdefault("state", {})["user"] = user  # current_user's answer (api/auth.py)
         elif path.startswith("/v1/hooks/"):
             limit = MAX_WEBHOOK_BYTES
+        elif path.startswith("/v1/ingress/"):
+            limit = MAX_INGRESS_BYTES
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise BodyTooLarge(limit)
@@ -175,6 +188,8 @@ def _payload_too_large(refused: BodyTooLarge) -> ApiError:
 def _retry_after(refused: ApiError) -> dict[str, str] | None:
     if isinstance(refused, _Limited):
         return {"Retry-After": str(refused.retry_after)}
+    if refused.status == 503:
+        return RETRY_SOON
     return None
 
 

@@ -8,10 +8,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from nightowl.api.inputs import PATTERN_WORDS
 from nightowl.store.errors import Conflict, Invalid, NotFound
+from nightowl.store.outages import lost_connection
 
 
 class ApiError(Exception):
@@ -22,6 +24,20 @@ class ApiError(Exception):
         self.status = status
         self.code = code
         self.message = message
+
+
+# A PostgreSQL restart: the request's transaction rolled back; sent again with the same
+# client_id, a message is stored once.
+RETRY_SOON = {"Retry-After": "1"}
+
+
+def database_unavailable() -> ApiError:
+    """The database connection was lost or could not be made: worth the same request again."""
+    return ApiError(
+        503,
+        "database_unavailable",
+        "the database is unreachable for a moment; send the same request again",
+    )
 
 
 class ErrorDetail(BaseModel):
@@ -124,3 +140,10 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 404:
             message = "no such route; see /openapi.json for the API"
         return _answer(exc.status_code, code, message)
+
+    @app.exception_handler(DBAPIError)
+    async def _database(_request: Request, exc: DBAPIError) -> JSONResponse:
+        if not lost_connection(exc):
+            raise exc  # a bug: the server error middleware answers 500 and logs it
+        unavailable = database_unavailable()
+        return _answer(unavailable.status, unavailable.code, unavailable.message, RETRY_SOON)

@@ -147,6 +147,11 @@ class MessageOut(BaseModel):
     controls: ControlsOut | None = None
     answer_to: str | None = None
     answer: dict[str, Any] | None = None
+    turn_id: str | None = Field(
+        default=None,
+        description="The turn that wrote an agent message: its timeline is "
+        "/v1/conversations/{conversation_id}/turns/{turn_id}/timeline.",
+    )
 
     @classmethod
     def of(cls, info: MessageInfo, question_state: str | None = None) -> MessageOut:
@@ -183,6 +188,7 @@ class MessageOut(BaseModel):
             important=bool(meta.get("important")),
             files=files,
             controls=controls,
+            turn_id=info.turn_id if info.role == "agent" else None,
             answer_to=meta.get("answer_to"),
             answer=meta.get("answer"),
         )

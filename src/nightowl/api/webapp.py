@@ -71,6 +71,24 @@ def connectors_page() -> FileResponse:
     )
 
 
+@routes.get("/channels")
+def channels_page() -> FileResponse:
+    """The channels page: list, add, test and remove e-mail and Matrix channels."""
+    return FileResponse(WEB_DIR / "channels.html", media_type="text/html", headers=SECURITY_HEADERS)
+
+
+@routes.get("/timeline")
+def timeline_page() -> FileResponse:
+    """A turn's timeline: its model calls, tool runs and safety decisions, in order."""
+    return FileResponse(WEB_DIR / "timeline.html", media_type="text/html", headers=SECURITY_HEADERS)
+
+
+@routes.get("/evals")
+def evals_page() -> FileResponse:
+    """The evals page: cases made from failures, their last results per model, trends."""
+    return FileResponse(WEB_DIR / "evals.html", media_type="text/html", headers=SECURITY_HEADERS)
+
+
 @routes.get("/app/{name}")
 def asset(name: str) -> FileResponse:
     """A script, style sheet or icon of the app."""

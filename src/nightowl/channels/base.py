@@ -8,7 +8,10 @@ A channel is one module with one class that implements `Channel`:
 - `deliver(outbound)` puts one agent message on the channel, idempotent by the nightowl
   message id where the channel allows it; `find_delivered(outbound)` answers, before a retry
   that may repeat an earlier attempt, whether the channel already has it;
-- `capabilities` says what the channel can show; `test()` checks the credentials.
+- `capabilities` says what the channel can show; `test()` checks the credentials;
+- a channel the service pushes to over HTTP (Slack's Events API, a Telegram webhook) also
+  implements `HttpIngress`: the public route `POST /v1/ingress/{channel id}` (api/ingress.py)
+  hands it each request to verify and parse.
 
 Channels talk to the router and the store (through `ChannelInbox` and the relay), never to
 the engine.
@@ -16,16 +19,17 @@ the engine.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
 class Capabilities:
     """What a channel can show beyond text."""
 
-    buttons: bool = False  # native buttons or reactions for questions
+    buttons: bool = False  # native buttons (or reactions) answer questions
+    reactions: bool = False  # reactions answer questions: the text says which (render.py)
     files: bool = False
     drafts: bool = False  # an editable draft in place
     edits: bool = False
@@ -53,6 +57,13 @@ class Inbound:
     # The channel vouches for the sender (a homeserver's user id; a mail's DKIM signature of
     # the sender's domain): only then can the sender count as the owner.
     verified: bool = True
+    # A reaction (its key in `text`) to the channel's event with this id: it can answer the
+    # question that event asked, and is never a message of its own.
+    reaction_to: str = ""
+    # A button pressed on the channel's event `reaction_to`: the answer it stands for
+    # ({"value": …} for a question or an approval, {"action": "send"|"discard"} for a draft).
+    # It answers only the owner's, and only the question that very event still asks.
+    answer: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,38 @@ class ChannelError(Exception):
 
 
 Accept = Callable[[list[Inbound], dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """One request to a channel's public ingress, as it came (nothing checked yet)."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]  # lower-case names
+    query: Mapping[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class HttpReply:
+    """What the ingress answers the service."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+
+
+@runtime_checkable
+class HttpIngress(Protocol):
+    """A channel whose service pushes events to a public URL."""
+
+    async def receive_http(self, request: HttpRequest) -> tuple[list[Inbound], HttpReply]:
+        """Verify the request (signature, secret token, timestamp) and parse it: the events
+        to store and what to answer. Raise ChannelError(permanent=True) for a request that is
+        not authentic (answered 401 with the message), ChannelError for a passing problem
+        (503: the service sends it again)."""
+        ...
 
 
 class Channel(Protocol):

@@ -1,4 +1,4 @@
-"""`nightowl channels add|list|remove|test|bind`: the owner's e-mail and Matrix channels,
+"""`nightowl channels add|list|remove|test|bind`: the owner's e-mail, Matrix and Slack channels,
 through the running server (which holds the vault and runs the listeners)."""
 
 from __future__ import annotations
@@ -14,12 +14,16 @@ CallServer = Callable[..., Any]
 
 def add_channel_commands(commands: Any, call: CallServer) -> None:
     """The `channels` command and its subcommands."""
-    channels = commands.add_parser("channels", help="e-mail and Matrix channels (the server)")
+    channels = commands.add_parser(
+        "channels", help="e-mail, Matrix, Slack and Telegram channels (the server)"
+    )
     channels.add_argument("--url", dest="server_url", help="the server (default: local)")
     sub = channels.add_subparsers(dest="channels_command", required=True)
-    add = sub.add_parser("add", help="add one: NAME --kind email|matrix --set KEY=VALUE ...")
+    add = sub.add_parser(
+        "add", help="add one: NAME --kind email|matrix|slack|telegram --set KEY=VALUE ..."
+    )
     add.add_argument("name")
-    add.add_argument("--kind", required=True, choices=["email", "matrix"])
+    add.add_argument("--kind", required=True, choices=["email", "matrix", "slack", "telegram"])
     add.add_argument(
         "--set",
         action="append",
@@ -70,9 +74,11 @@ def run_channels(args: argparse.Namespace, call: CallServer) -> int:
             return 2
         for c in response.json():
             counts = ", ".join(f"{n} {state}" for state, n in sorted(c["deliveries"].items()))
-            print(f"{c['name']:<16} {c['kind']:<7} {c['status']:<7} {counts or 'no deliveries'}")
+            print(f"{c['name']:<16} {c['kind']:<8} {c['status']:<7} {counts or 'no deliveries'}")
             if c["error"]:
                 print(f"{'':<16} {c['error']}")
+            if c.get("ingress_url"):  # the URL to give a service that pushes events (Slack)
+                print(f"{'':<16} events URL: {c['ingress_url']}")
         if not response.json():
             print("no channels; `nightowl channels add NAME --kind email --set ...` adds one")
         return 0

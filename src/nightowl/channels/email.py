@@ -16,6 +16,7 @@ import contextlib
 import email
 import email.policy
 import email.utils
+import hashlib
 import html
 import imaplib
 import re
@@ -37,6 +38,7 @@ from nightowl.channels.base import (
     Outbound,
 )
 from nightowl.channels.email_auth import signed_by
+from nightowl.channels.email_receive import SmtpReceiver
 from nightowl.channels.render import markdown_html
 
 TIMEOUT_S = 30.0
@@ -151,7 +153,13 @@ class EmailChannel:
         self.owners = [owner] if isinstance(owner, str) else [str(o) for o in owner]
         if not self.owners:
             raise ChannelError("set owner to the owner's e-mail address", permanent=True)
+        # Mail comes in from an IMAP mailbox, or over SMTP from the owner's own MX.
+        self.receive = str(s.get("receive") or "imap")
+        if self.receive not in ("imap", "smtp"):
+            raise ChannelError("set receive to imap or smtp", permanent=True)
         self.imap_host = str(s.get("imap_host") or "")
+        if self.receive == "imap" and not self.imap_host:
+            raise ChannelError("set imap_host (or receive=smtp with an MX)", permanent=True)
         self.imap_port = int(s.get("imap_port") or 993)
         self.imap_security = str(s.get("imap_security") or "tls")  # tls | starttls | none
         self.smtp_host = str(s.get("smtp_host") or self.imap_host)
@@ -171,6 +179,14 @@ class EmailChannel:
         self.smtp_auth = _flag(s.get("smtp_auth", True))
         self._password = config.secret("password_secret")
         self._imap: imaplib.IMAP4 | None = None
+        self.receiver: SmtpReceiver | None = None
+        if self.receive == "smtp":
+            self.receiver = SmtpReceiver(
+                self.address,
+                str(s.get("smtp_listen_host") or "127.0.0.1"),
+                int(s.get("smtp_listen_port") or 2525),
+                int(s.get("max_size_bytes") or 25_000_000),
+            )
 
     # -- IMAP ------------------------------------------------------------------------------
 
@@ -242,6 +258,9 @@ class EmailChannel:
                 return
 
     async def listen(self, position: dict[str, Any], accept: Accept) -> None:
+        if self.receiver is not None:
+            await self.receiver.run(position, accept, self._parse_received)
+            return
         imap = await asyncio.to_thread(self._connect_imap)
         self._imap = imap
         try:
@@ -268,6 +287,14 @@ class EmailChannel:
         finally:
             self._imap = None
             await asyncio.to_thread(self._logout, imap)
+
+    async def _parse_received(self, raw: bytes, key: str) -> Inbound | None:
+        """A mail that came in over SMTP as an event (None for the channel's own copy)."""
+        event = await asyncio.to_thread(parse_mail, raw, key)  # up to max_size_bytes
+        if event.sender == self.address:
+            return None
+        event = await asyncio.to_thread(self._authenticated, event, raw)
+        return self._for_owner(event)
 
     def _authenticated(self, event: Inbound, raw: bytes) -> Inbound:
         """A mail from the owner's address that the owner's domain did not sign is not the
@@ -302,22 +329,37 @@ class EmailChannel:
         return f"<{outbound.message_id}.nightowl@{domain}>"
 
     def _compose(self, outbound: Outbound) -> EmailMessage:
-        mail = EmailMessage()
-        mail["From"] = self.address
-        mail["To"] = ", ".join(self.owners)
-        mail["Subject"] = str(outbound.address.get("subject") or "A message from nightowl")
-        mail["Message-ID"] = self._message_id(outbound)
-        mail["Date"] = email.utils.formatdate(localtime=False)
+        mail = self.compose(
+            self.owners,
+            str(outbound.address.get("subject") or "A message from nightowl"),
+            outbound.text,
+            self._message_id(outbound),
+        )
         reply_to = outbound.address.get("in_reply_to")
         if reply_to:
             mail["In-Reply-To"] = str(reply_to)
             mail["References"] = " ".join(outbound.address.get("references") or [reply_to])
-        mail.set_content(outbound.text)
-        mail.add_alternative(markdown_html(outbound.text), subtype="html")
         for name, content_type, data in outbound.files:
             main, _, sub = (content_type or "application/octet-stream").partition("/")
             mail.add_attachment(data, maintype=main, subtype=sub or "octet-stream", filename=name)
         return mail
+
+    def compose(self, to: list[str], subject: str, text: str, message_id: str) -> EmailMessage:
+        """A mail from the channel's address: markdown as plain text and as HTML."""
+        mail = EmailMessage()
+        mail["From"] = self.address
+        mail["To"] = ", ".join(to)
+        mail["Subject"] = subject
+        mail["Message-ID"] = message_id
+        mail["Date"] = email.utils.formatdate(localtime=False)
+        mail.set_content(text)
+        mail.add_alternative(markdown_html(text), subtype="html")
+        return mail
+
+    def send_id(self, key: str) -> str:
+        """The Message-ID of a send to a third party (`send_message`), made from its key."""
+        digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+        return f"<send.{digest}.nightowl@{self.address.split('@', 1)[1]}>"
 
     def _smtp(self) -> smtplib.SMTP:
         if self.smtp_security == "tls":
@@ -335,11 +377,13 @@ class EmailChannel:
             smtp.login(self.username, self._password)
         return smtp
 
-    def _send(self, mail: EmailMessage) -> None:
-        recipients = [*self.owners, *([self.address] if self.copy_to_self else [])]
+    def send(self, mail: EmailMessage, to: list[str]) -> None:
+        """Send over SMTP to `to` (and a Bcc copy to the channel's own address, which is what
+        a check before a retry looks for); ChannelError says what failed."""
+        recipients = [*to, *([self.address] if self.copy_to_self else [])]
         try:
             with self._smtp() as smtp:
-                smtp.send_message(mail, from_addr=self.address, to_addrs=recipients)
+                refused = smtp.send_message(mail, from_addr=self.address, to_addrs=recipients)
         except smtplib.SMTPRecipientsRefused as error:
             raise ChannelError(f"SMTP refused the recipients: {error}", permanent=True) from None
         except smtplib.SMTPResponseException as error:
@@ -349,6 +393,9 @@ class EmailChannel:
             ) from None
         except (smtplib.SMTPException, OSError) as error:
             raise ChannelError(f"SMTP: {type(error).__name__}: {error}") from None
+        missed = [r for r in to if r in refused]  # only the own copy may be refused quietly
+        if missed:
+            raise ChannelError(f"SMTP refused {', '.join(missed)}: {refused}", permanent=True)
 
     def _delivered(self, outbound: Outbound) -> Delivered:
         sent = self._message_id(outbound)
@@ -357,10 +404,20 @@ class EmailChannel:
 
     async def deliver(self, outbound: Outbound) -> Delivered:
         mail = self._compose(outbound)
-        await asyncio.to_thread(self._send, mail)
+        await asyncio.to_thread(self.send, mail, self.owners)
         return self._delivered(outbound)
 
-    def _has(self, message_id: str) -> bool:
+    @property
+    def can_check(self) -> bool:
+        """Whether the channel can tell that a mail it sent went out: its own Bcc copy is
+        looked for in its IMAP mailbox, or among the copies its SMTP listener received."""
+        return self.copy_to_self and (self.receiver is not None or bool(self.imap_host))
+
+    def has(self, message_id: str) -> bool:
+        """Whether the channel's own copy of a mail with this Message-ID arrived (where its
+        mail comes in: the SMTP listener, or the IMAP mailbox)."""
+        if self.receiver is not None:
+            return self.receiver.has_copy(message_id)
         imap = self._connect_imap()
         try:
             self._select(imap)
@@ -370,15 +427,23 @@ class EmailChannel:
             self._logout(imap)
 
     async def find_delivered(self, outbound: Outbound) -> Delivered | None:
-        if not self.copy_to_self:
+        if not self.can_check:
             return None
         try:
-            found = await asyncio.to_thread(self._has, self._message_id(outbound))
+            found = await asyncio.to_thread(self.has, self._message_id(outbound))
         except (imaplib.IMAP4.error, OSError) as error:
             raise ChannelError(f"IMAP check before retry failed: {error}") from None
         return self._delivered(outbound) if found else None
 
     def _test(self) -> str:
+        if self.receiver is not None:
+            with self._smtp() as smtp:
+                smtp.noop()
+            assert self.receiver is not None
+            return (
+                f"SMTP {self.smtp_host}:{self.smtp_port} ok; mail is received over SMTP on "
+                f"{self.receiver.host}:{self.receiver.port}"
+            )
         imap = self._connect_imap()
         try:
             self._select(imap)

@@ -3,22 +3,30 @@ then the router (dedupe by the channel's event id, batching, priorities), then t
 
 The position is stored only after the router has stored the events: a crash in between
 redelivers them, and the router drops what it has seen.
+
+A reaction is never a message: the owner's reaction to an open question's event answers it,
+and otherwise the owner's 👎 on an agent message's event marks that reply wrong (a draft eval
+case, once per message, as the web app's "Wrong?" does). Anyone else's reaction does nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 from nightowl.channels.base import Inbound, is_owner
+from nightowl.evals.capture import mark_wrong
 from nightowl.router.priority import Priority
 from nightowl.router.router import IncomingMessage, Router
 from nightowl.store.channels import (
     ChannelInfo,
+    delivered_as,
     readdress,
     remember_refs,
     save_position,
@@ -27,13 +35,60 @@ from nightowl.store.channels import (
 )
 from nightowl.store.conversations import title_if_untitled
 from nightowl.store.database import Database
-from nightowl.store.errors import Conflict
-from nightowl.store.questions import answer_in_words, controls_of, open_question
+from nightowl.store.errors import Conflict, Invalid, NotFound
+from nightowl.store.questions import (
+    answer_by_reaction,
+    answer_in_words,
+    controls_of,
+    open_question,
+    validate_answer,
+)
 
 log = logging.getLogger(__name__)
 
 
 MAX_TEXT_CHARS = 32_000
+THUMBS_DOWN = "\U0001f44e"
+# A reaction's key may carry a variation selector or a skin tone: still a thumbs-down.
+_EMOJI_MODIFIERS = dict.fromkeys([0xFE0F, *range(0x1F3FB, 0x1F400)])
+# What a case made from a reaction says until the owner writes what should have happened.
+REACTION_NOTE = (
+    "Marked wrong with a \U0001f44e reaction on {channel}: edit this to say what should have "
+    "happened."
+)
+
+
+def is_thumbs_down(key: str) -> bool:
+    """Whether a reaction's key is a thumbs-down (👎, with or without a skin tone)."""
+    return key.strip().translate(_EMOJI_MODIFIERS) == THUMBS_DOWN
+
+
+def write_new_file(home: Path, folder: str, name: str, data: bytes) -> None:
+    """Write `home/folder/name` (readable by the computer's user) following no link: the
+    folder is opened without following one (ELOOP if it is a link), the file written new
+    beside it and renamed into place (one already there, the same event stored before, is
+    kept as it is)."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    top = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o755, dir_fd=top)
+        inner = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+    finally:
+        os.close(top)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.stat(name, dir_fd=inner, follow_symlinks=False)
+            return  # stored before, whole (a file appears only once written: below)
+        partial = f".{name}.partial"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial, dir_fd=inner)  # a crash mid-write (unlink follows no link)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        with os.fdopen(os.open(partial, flags, 0o644, dir_fd=inner), "wb") as file:
+            file.write(data)
+        os.rename(partial, name, src_dir_fd=inner, dst_dir_fd=inner)
+    finally:
+        os.close(inner)
 
 
 def storable(text: str) -> str:
@@ -59,41 +114,75 @@ def _safe_name(name: str) -> str:
 class ChannelInbox:
     """Stores a channel's inbound events through the router, then its resume position."""
 
-    def __init__(self, database: Database, router: Router, homes_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        router: Router,
+        homes_dir: Path | None = None,
+        vault_key: bytes | None = None,
+    ) -> None:
         self._database = database
         self._router = router
         self._homes_dir = homes_dir
+        self._vault_key = vault_key  # redacts the owner's secrets from a case a 👎 makes
 
     def _save_files(self, channel: ChannelInfo, event: Inbound) -> str:
         """Received files go to the owner's home (`~/inbox/`), where the agent's tools read
-        them; what the message says about them."""
+        them; what the message says about them. Written without following a link (the
+        agent's computer may have made `~/inbox` one, to anywhere on this machine), each file
+        new (the same event again finds it there)."""
         if not event.files or self._homes_dir is None:
             return ""
-        inbox = self._homes_dir / channel.owner_id / "inbox"
-        inbox.mkdir(parents=True, exist_ok=True)
+        home = self._homes_dir / channel.owner_id
         prefix = hashlib.sha256(f"{channel.id}:{event.event_id}".encode()).hexdigest()[:8]
         saved = []
         for n, (name, _, data) in enumerate(event.files):
-            path = inbox / f"{prefix}-{n}-{_safe_name(name)}"
-            path.write_bytes(data)
-            path.chmod(0o644)
-            saved.append(f"~/inbox/{path.name} ({len(data):,} bytes)")
+            kept = f"{prefix}-{n}-{_safe_name(name)}"
+            try:
+                write_new_file(home, "inbox", kept, data)
+            except OSError as error:
+                log.warning(
+                    "a received file was not saved",
+                    extra={"channel": channel.name, "why": str(error)[:200]},
+                )
+                saved.append(f"{_safe_name(name)} (not saved: ~/inbox is not a folder)")
+                continue
+            saved.append(f"~/inbox/{kept} ({len(data):,} bytes)")
         return "\n\n(files received, saved as: " + ", ".join(saved) + ")"
 
     async def accept(
-        self, channel: ChannelInfo, events: list[Inbound], position: dict[str, Any]
+        self, channel: ChannelInfo, events: list[Inbound], position: dict[str, Any] | None
     ) -> list[str]:
-        """Store the events (each once) and then the position; their conversation ids."""
+        """Store the events (each once) and then the position (None: events pushed over HTTP
+        move no stored position); their conversation ids."""
         conversations = await asyncio.to_thread(self._accept, channel, events, position)
         return conversations
 
     def _accept(
-        self, channel: ChannelInfo, events: list[Inbound], position: dict[str, Any]
+        self, channel: ChannelInfo, events: list[Inbound], position: dict[str, Any] | None
     ) -> list[str]:
         owners = owners_of(channel.settings)
         conversations = []
         for event in events:
             owner = event.verified and is_owner(event.sender, owners)
+            if event.reaction_to:  # an answer, or a reply marked wrong: only the owner's
+                if not owner:
+                    if event.answer is not None:
+                        log.warning(
+                            "a button press by someone not the owner was refused",
+                            extra={"channel": channel.name, "sender": event.sender[:200]},
+                        )
+                    elif is_thumbs_down(event.text):
+                        log.info(
+                            "a thumbs-down by someone not the owner was refused",
+                            extra={"channel": channel.name, "sender": event.sender[:200]},
+                        )
+                    continue
+                if answered := self._answered_by_reaction(channel, event):
+                    conversations.append(answered)
+                elif event.answer is None and is_thumbs_down(event.text):
+                    self._mark_wrong(channel, event)
+                continue
             if not event.direct and not event.addressed:
                 continue  # a group chat the agent was not addressed in
             with self._database.write() as session:
@@ -139,7 +228,8 @@ class ChannelInbox:
             )
             conversations.append(thread.conversation_id)
         with self._database.write() as session:
-            save_position(session, channel.id, position)
+            if position is not None:
+                save_position(session, channel.id, position)
             set_status(session, channel.id, "ok")
         return conversations
 
@@ -153,17 +243,93 @@ class ChannelInbox:
         answer = answer_in_words(controls_of(question.meta), event.text)
         if answer is None:
             return False
+        # Closed or answered meanwhile: the reply is an ordinary message.
+        return self._answer(channel, event, conversation_id, question.id, answer)
+
+    def _answer(
+        self,
+        channel: ChannelInfo,
+        event: Inbound,
+        conversation_id: str,
+        question_id: str,
+        answer: dict[str, Any],
+    ) -> bool:
+        """Store the owner's answer through the router, once per channel event; False when
+        the question was closed or answered meanwhile."""
         try:
             self._router.answer(
                 conversation_id,
-                question.id,
+                question_id,
                 answer,
                 client_id=f"{channel.id}:{event.event_id}"[:200],
                 author_id=channel.owner_id,
             )
-        except Conflict:  # closed or answered meanwhile: the reply is an ordinary message
+        except Conflict:
             return False
         return True
+
+    def _answered_by_reaction(self, channel: ChannelInfo, event: Inbound) -> str | None:
+        """The owner's reaction to, or button pressed on, the channel's copy of an open
+        question answers it (a keycap picks a button; a yes or a no approves, denies, sends or
+        discards; a button is its own answer): its conversation, or None when it answered
+        nothing (any other reaction, a press on an old or closed question, an answer the
+        question does not offer)."""
+        with self._database.read() as session:
+            found = delivered_as(session, channel.id, event.reaction_to)
+            question = open_question(session, found[1]) if found else None
+        if found is None or question is None or question.id != found[0]:
+            if event.answer is not None:
+                log.info(
+                    "a button press answered nothing: the question is no longer open",
+                    extra={"channel": channel.name, "on": event.reaction_to[:200]},
+                )
+            return None
+        controls = controls_of(question.meta)
+        answer = (
+            _pressed(controls, event.answer)
+            if event.answer is not None
+            else answer_by_reaction(controls, event.text)
+        )
+        if answer is None or not self._answer(channel, event, found[1], question.id, answer):
+            return None
+        return found[1]
+
+    def _mark_wrong(self, channel: ChannelInfo, event: Inbound) -> None:
+        """The owner's 👎 on the channel's copy of an agent message marks that message wrong:
+        a draft case (the same one however often they react), which they complete in the
+        Evals page; a 👎 on anything else is logged and does nothing."""
+        note = REACTION_NOTE.format(channel=channel.kind.capitalize())
+        where = {"channel": channel.name, "on": event.reaction_to[:200]}
+        try:
+            with self._database.write() as session:
+                found = delivered_as(session, channel.id, event.reaction_to)
+                if found is None:
+                    raise NotFound("the channel sent no agent message with this id")
+                case = mark_wrong(
+                    session,
+                    owner_id=channel.owner_id,
+                    conversation_id=found[1],
+                    message_id=found[0],
+                    expected=note,
+                    vault_key=self._vault_key,
+                )
+        except (NotFound, Invalid) as error:
+            log.info("a thumbs-down marked nothing wrong: %s", error, extra=where)
+            return
+        log.info(
+            "the owner's thumbs-down marked a reply wrong",
+            extra={**where, "conversation_id": case.conversation_id, "case_id": case.id},
+        )
+
+
+def _pressed(controls: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any] | None:
+    """A pressed button's answer if the question offers it: a button picks a value or sends
+    the draft as it is, never with other text (a forged value answers nothing)."""
+    pressed: dict[str, Any] = {k: answer[k] for k in ("value", "action") if k in answer}
+    try:
+        return validate_answer(controls, pressed)
+    except Invalid:
+        return None
 
 
 def _outside(event: Inbound) -> str:

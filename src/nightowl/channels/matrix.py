@@ -40,8 +40,9 @@ class MatrixChannel:
     """A Matrix bot account the owner talks to in a direct room (and others in group rooms)."""
 
     kind: ClassVar[str] = "matrix"
+    # Questions are answered by a reply or a reaction (Matrix's buttons are reactions).
     capabilities: ClassVar[Capabilities] = Capabilities(
-        files=True, html=True, check_before_retry=True
+        buttons=True, reactions=True, files=True, html=True, check_before_retry=True
     )
 
     def __init__(self, config: ChannelConfig) -> None:
@@ -147,7 +148,14 @@ class MatrixChannel:
             if any(e.get("type") == "m.room.member" for e in timeline):
                 self._members.pop(room_id, None)  # someone came or went: count again
             for event in timeline:
-                if event.get("type") != "m.room.message" or event.get("sender") == self.user_id:
+                if event.get("sender") == self.user_id:
+                    continue
+                if event.get("type") == "m.reaction":
+                    reaction = _reaction(event, room_id)
+                    if reaction is not None:
+                        found.append(reaction)
+                    continue
+                if event.get("type") != "m.room.message":
                     continue
                 content = event.get("content") or {}
                 members = await self._member_count(room_id, room.get("summary") or {})
@@ -268,3 +276,20 @@ def _text_of(content: dict[str, Any]) -> str:
     if kind in FILE_KINDS:
         return f"(sent a file: {body})"
     return body
+
+
+def _reaction(event: dict[str, Any], room_id: str) -> Inbound | None:
+    """A reaction (`m.annotation`) as an event that may answer the question it reacts to, or
+    (a 👎) mark the agent's reply it reacts to wrong."""
+    relates = (event.get("content") or {}).get("m.relates_to") or {}
+    if relates.get("rel_type") != "m.annotation" or not relates.get("event_id"):
+        return None
+    return Inbound(
+        event_id=str(event["event_id"]),
+        thread_key=room_id,
+        sender=str(event.get("sender", "")),
+        text=str(relates.get("key", "")),
+        direct=True,
+        address={"room_id": room_id},
+        reaction_to=str(relates["event_id"]),
+    )

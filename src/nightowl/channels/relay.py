@@ -5,21 +5,28 @@ A delivery record per (message, channel) is planned in the same transaction that
 binding's mark, so no message is planned twice or skipped. An attempt claims the record for a
 while (a lease); a relay that dies mid-send leaves the lease to lapse and the next attempt
 first asks the channel whether the message landed (Matrix: the room's recent events; e-mail:
-the mailbox, by Message-ID) before sending again. Errors and rate limits are retried with
-backoff for as long as it takes: a channel that is down loses nothing.
+the mailbox, by Message-ID) before sending again; a channel that cannot tell (Telegram) sends
+again with a line saying it may be a repeat. Errors and rate limits are retried with
+backoff for as long as it takes: a channel that is down loses nothing. A database that is
+down while an attempt's outcome is recorded is waited for (store/outages.py): a message
+that landed is recorded as sent, not left to be sent again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+from opentelemetry import trace
+
 from nightowl.channels.base import Channel, ChannelError, Delivered, Outbound
 from nightowl.channels.render import message_text
 from nightowl.store.blobs import file_path
+from nightowl.store.channel_alerts import bind_for_alerts
 from nightowl.store.channels import (
     DueDelivery,
     claim_due,
@@ -32,9 +39,14 @@ from nightowl.store.channels import (
     update_address,
 )
 from nightowl.store.database import Database
+from nightowl.store.outages import outlast
 from nightowl.store.tables import utcnow
 
 log = logging.getLogger(__name__)
+
+# Said on a message sent again after a crash mid-send, on a channel that cannot check whether
+# the first attempt landed (Telegram): a repeat is possible, and the owner is told so.
+MAYBE_REPEAT = "(Sent again after a restart: you may have this message already.)\n\n"
 
 
 def backoff_s(attempts: int, cap_s: float) -> float:
@@ -61,6 +73,8 @@ class OutboundRelay:
         self._web_link = web_link
         self._lease_s = lease_s
         self._max_backoff_s = max_backoff_s
+        # The global tracer: a no-op unless tracing/export.py installed a provider.
+        self._tracer = trace.get_tracer(__name__)
 
     async def run_once(self) -> int:
         """Plan what is new, make every due delivery; how many were attempted."""
@@ -78,7 +92,7 @@ class OutboundRelay:
             if not await self._attempt(channels, delivery):
                 rest = [d.id for d in thread[n + 1 :]]
                 if rest:
-                    await asyncio.to_thread(self._release, rest)
+                    await outlast(self._release, rest)
                 return
 
     def _release(self, delivery_ids: list[str]) -> None:
@@ -87,11 +101,12 @@ class OutboundRelay:
 
     def _plan_and_claim(self, channel_ids: list[str]) -> list[DueDelivery]:
         with self._database.write() as session:
+            bind_for_alerts(session)
             plan_deliveries(session)
         with self._database.write() as session:
             return claim_due(session, channel_ids, self._lease_s)
 
-    def _outbound(self, due: DueDelivery) -> Outbound:
+    def _outbound(self, due: DueDelivery, reactions: bool = False) -> Outbound:
         files = []
         for item in due.meta.get("files") or []:
             try:
@@ -102,7 +117,9 @@ class OutboundRelay:
         return Outbound(
             message_id=due.message_id,
             conversation_id=due.conversation_id,
-            text=message_text(due.body, due.meta, self._web_link(due.conversation_id)),
+            text=message_text(
+                due.body, due.meta, self._web_link(due.conversation_id), reactions=reactions
+            ),
             markdown=due.body,
             meta=due.meta,
             address=due.address,
@@ -110,29 +127,49 @@ class OutboundRelay:
         )
 
     async def _attempt(self, channels: dict[str, Channel], due: DueDelivery) -> bool:
-        """One attempt; whether the message is on the channel now."""
+        """One attempt, traced; whether the message is on the channel now."""
+        with self._tracer.start_as_current_span("nightowl.channel.deliver") as span:
+            if span.is_recording():
+                span.set_attributes(
+                    {
+                        "nightowl.channel_id": due.channel_id,
+                        "nightowl.delivery_id": due.id,
+                        "nightowl.message_id": due.message_id,
+                        "gen_ai.conversation.id": due.conversation_id,
+                        "nightowl.attempt": due.attempts,
+                    }
+                )
+            landed = await self._attempt_once(channels, due)
+            if span.is_recording():
+                span.set_attribute("nightowl.delivered", landed)
+            return landed
+
+    async def _attempt_once(self, channels: dict[str, Channel], due: DueDelivery) -> bool:
         channel = channels.get(due.channel_id)
         if channel is None:  # stopped meanwhile: the claim lapses and it is tried again
             return False
-        outbound = await asyncio.to_thread(self._outbound, due)
+        outbound = await asyncio.to_thread(self._outbound, due, channel.capabilities.reactions)
         try:
             found: Delivered | None = None
             if due.attempts > 1 and channel.capabilities.check_before_retry:
                 # An earlier attempt may have landed before its outcome was recorded.
                 found = await channel.find_delivered(outbound)
+            elif due.uncertain:
+                log.warning(
+                    "channel delivery may repeat",
+                    extra={"conversation_id": due.conversation_id, "delivery": due.id},
+                )
+                outbound = dataclasses.replace(outbound, text=MAYBE_REPEAT + outbound.text)
             delivered = found or await channel.deliver(outbound)
         except ChannelError as error:
-            await asyncio.to_thread(
-                self._failed, due, str(error), error.retry_after, error.permanent
-            )
-            return False
+            failure = (str(error), error.retry_after, error.permanent)
         except Exception as error:  # a channel's bug or an unexpected failure: retried later
-            await asyncio.to_thread(
-                self._failed, due, f"{type(error).__name__}: {error}", None, False
-            )
-            return False
-        await asyncio.to_thread(self._sent, due, delivered)
-        return True
+            failure = (f"{type(error).__name__}: {error}", None, False)
+        else:
+            await outlast(self._sent, due, delivered)
+            return True
+        await outlast(self._failed, due, *failure)
+        return False
 
     def _sent(self, due: DueDelivery, delivered: Delivered) -> None:
         with self._database.write() as session:

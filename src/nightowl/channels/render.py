@@ -8,18 +8,28 @@ import html
 import re
 from typing import Any
 
+from nightowl.store.questions import KEYCAPS
 
-def message_text(body: str, meta: dict[str, Any], web_link: str | None) -> str:
-    """The message as markdown for a text channel, with how to answer its question."""
+
+def message_text(
+    body: str, meta: dict[str, Any], web_link: str | None, *, reactions: bool = False
+) -> str:
+    """The message as markdown for a text channel, with how to answer its question (by a
+    reply, or by a reaction where the channel has them: store/questions.py)."""
     parts = [body.rstrip()]
     controls = meta.get("controls") or {}
     buttons = controls.get("buttons") or []
     if buttons:
         choices = " / ".join(f"**{b['label']}**" for b in buttons)
         parts.append(f"Reply with one of: {choices}")
+        if reactions:
+            keys = ", ".join(f"{KEYCAPS[n]} {b['label']}" for n, b in enumerate(buttons))
+            parts.append(f"Or react: {keys}")
     elif "draft" in controls:
         parts.append("Draft:\n\n> " + "\n> ".join(str(controls["draft"]).splitlines()))
         parts.append("Reply **send** to send it as it is, or **discard**.")
+        if reactions:
+            parts.append("Or react \u2705 to send it, \u274c to discard it.")
     names = [f["name"] for f in meta.get("files") or [] if isinstance(f, dict)]
     if names:
         parts.append("Attached: " + ", ".join(names))

@@ -95,6 +95,10 @@ class VapidKeys:
         return str(self.vapid.sign(claims)["Authorization"])
 
 
+# The changes that can bring a push: a new message (push_deliveries rows are written with it).
+PUSH_CHANGES = frozenset({"message", "notify"})
+
+
 @dataclass(frozen=True)
 class PushOptions:
     """How the sender behaves: who it says it is, how long a push waits, how often it looks."""
@@ -163,7 +167,11 @@ class PushSender:
         self.http = http or httpx.AsyncClient(timeout=15.0, follow_redirects=False)
 
     async def run(self) -> None:
-        """Look for due pushes on every change, and every `poll_s` in between."""
+        """Look for due pushes on every new message, and every `poll_s` in between (a push
+        held back by the delay or quiet hours, a retry). A push is decided with the message
+        that brings it, so the other changes (a turn's activity at every step, a read mark)
+        wake nothing: they came several times a step, each a query on the store's pool."""
+        loop = asyncio.get_running_loop()
         try:
             with self.changes.subscription() as feed:
                 while True:
@@ -171,7 +179,11 @@ class PushSender:
                         await self.send_due()
                     except Exception:
                         log.exception("push sender: a round failed; trying again")
-                    await feed.next(self.options.poll_s)
+                    deadline = loop.time() + self.options.poll_s
+                    while (left := deadline - loop.time()) > 0:
+                        change = await feed.next(left)
+                        if change is None or change.kind in PUSH_CHANGES:
+                            break
         finally:
             await self.http.aclose()
 

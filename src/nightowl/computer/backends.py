@@ -6,6 +6,9 @@ from nightowl.computer.bubblewrap import BubblewrapBackend
 from nightowl.computer.gvisor import GvisorBackend
 from nightowl.computer.sandbox import Backend, SandboxError
 
+# The backend of a worker whose computers are on a computer tier: nothing runs here.
+REMOTE = "remote"
+
 
 def known_backends() -> dict[str, Backend]:
     """Every backend by name, in the order 'auto' tries them (bubblewrap first; gVisor, the
@@ -15,6 +18,11 @@ def known_backends() -> dict[str, Backend]:
 
 def choose_backend(name: str) -> Backend:
     """The named backend, or with 'auto' the first that works here; SandboxError if none."""
+    if name == REMOTE:
+        raise SandboxError(
+            "this server's computers run on a computer tier, which does not serve the browser, "
+            "the desktop or MCP servers inside the computer yet"
+        )
     backends = known_backends()
     if name != "auto":
         if name not in backends:

@@ -1,5 +1,8 @@
 """The agent's web browser: Chromium inside the user's sandbox, driven by Playwright.
 
+On a computer tier the host starts Chromium and serves its DevTools protocol on a websocket
+(browser_host.py); Playwright connects to it over CDP instead of launching. In this process:
+
 Playwright (on the host) starts its "browser" with `--remote-debugging-pipe` on fds 3 and 4.
 Its executable is a tiny launcher that hands those descriptors (and 0-2 and its argv) over a
 root-only unix socket to this server, authenticated by a one-time token; the server runs
@@ -24,30 +27,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from playwright.async_api import BrowserContext, Page, Playwright, async_playwright
+from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
 
 from nightowl.computer.browser_relay import (
+    CHROMIUM_ARGS,
     LAUNCHER_SOURCE,
-    PROFILE_INSIDE,
     BrowserError,
     Relay,
+    prepare_profile,
 )
 from nightowl.computer.computers import Computers
+from nightowl.computer.remote import RemoteSandbox
 from nightowl.computer.sandbox import Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-# Chromium without its own sandbox (the user's sandbox is the boundary), GPU or background calls.
-CHROMIUM_ARGS = [
-    "--disable-gpu",
-    "--disable-quic",
-    "--disable-dev-shm-usage",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 LAUNCH_TIMEOUT_S = 30.0
 CLOSE_TIMEOUT_S = 10.0
 
@@ -58,19 +53,29 @@ class BrowserSession:
     logins are shared), and a tab of its own for each agent of the user."""
 
     user_id: str
-    sandbox: Sandbox
+    sandbox: Sandbox | RemoteSandbox
     context: BrowserContext
     spare: Page | None  # the blank tab the browser opened with, for the first agent
-    token: str
+    token: str  # the relay's for a browser in this process ("" for one on a computer host)
+    browser: Browser | None = None  # the connection to a computer host's browser
     pages: dict[str, Page] = field(default_factory=dict)
     agent: str = ""  # whose call runs now (calls are one at a time, under `lock`)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     closed: bool = False
     used_at: float = field(default_factory=time.monotonic)
 
-    def usable(self, sandbox: Sandbox) -> bool:
+    def usable(self, sandbox: Sandbox | RemoteSandbox) -> bool:
         """Whether this browser still runs in the given (current) sandbox."""
-        return not self.closed and self.sandbox is sandbox and sandbox.alive()
+        if self.closed:
+            return False
+        if isinstance(sandbox, RemoteSandbox):  # one handle per turn; the host decides
+            return (
+                isinstance(self.sandbox, RemoteSandbox)
+                and self.sandbox.host == sandbox.host
+                and self.browser is not None
+                and self.browser.is_connected()
+            )
+        return self.sandbox is sandbox and sandbox.alive()
 
     async def ensure_tab(self, agent: str) -> None:
         """Make `agent` the current caller, with a tab of its own."""
@@ -117,9 +122,16 @@ class Browsers:
         self._start_lock = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None  # where Playwright lives
 
-    async def _start(self) -> tuple[Playwright, Relay, Path]:
+    async def _start_playwright(self) -> Playwright:
         async with self._start_lock:
             self._loop = self._loop or asyncio.get_running_loop()
+            if self._playwright is None:
+                self._playwright = await async_playwright().start()
+            return self._playwright
+
+    async def _start(self) -> tuple[Playwright, Relay, Path]:
+        playwright = await self._start_playwright()
+        async with self._start_lock:
             if self._runtime_dir is None:
                 self._runtime_dir = Path(tempfile.mkdtemp(prefix="nightowl-browser-"))
                 self._made_runtime_dir = True
@@ -127,14 +139,12 @@ class Browsers:
             if self._relay is None:
                 await asyncio.to_thread(_prepare_runtime_dir, folder)
                 self._relay = Relay(folder)
-            if self._playwright is None:
-                self._playwright = await async_playwright().start()
-            return self._playwright, self._relay, folder
+            return playwright, self._relay, folder
 
     async def use(
         self,
         user_id: str,
-        sandbox: Sandbox,
+        sandbox: Sandbox | RemoteSandbox,
         work: Callable[[BrowserSession], Awaitable[_T]],
         agent: str = "",
     ) -> _T:
@@ -148,6 +158,7 @@ class Browsers:
                     if session is not None:
                         await self._close_context(session)
                     session = self._sessions[user_id] = await self._launch(user_id, sandbox)
+                session.sandbox = sandbox  # the current turn's handle (a tier's differ)
                 session.used_at = time.monotonic()
             async with session.lock:
                 await session.ensure_tab(agent)
@@ -155,9 +166,11 @@ class Browsers:
 
         return await self._on_own_loop(job())
 
-    async def _launch(self, user_id: str, sandbox: Sandbox) -> BrowserSession:
+    async def _launch(self, user_id: str, sandbox: Sandbox | RemoteSandbox) -> BrowserSession:
+        if isinstance(sandbox, RemoteSandbox):
+            return await self._connect(user_id, sandbox)
         playwright, relay, folder = await self._start()
-        await _prepare_profile(sandbox)
+        await prepare_profile(sandbox)
         placeholder = folder / "profiles" / user_id
         await asyncio.to_thread(placeholder.mkdir, mode=0o700, parents=True, exist_ok=True)
         token = relay.expect(sandbox)
@@ -176,16 +189,33 @@ class Browsers:
             raise BrowserError(f"the browser did not start in the computer ({error})") from error
         finally:
             relay.forget(token)  # used by now, or never to be
-        context.set_default_timeout(15_000)
-        context.set_default_navigation_timeout(30_000)
-        spare = context.pages[0] if context.pages else None
-        session = BrowserSession(user_id, sandbox, context, spare, token)
+        session = _new_session(user_id, sandbox, context, token)
+        log.info("browser started", extra={"user": user_id})
+        return session
 
-        def closed(_context: BrowserContext) -> None:
+    async def _connect(self, user_id: str, sandbox: RemoteSandbox) -> BrowserSession:
+        """The user's browser on their computer's host, over CDP (the host starts it)."""
+        playwright = await self._start_playwright()
+        address, headers = sandbox.browser_endpoint()
+        try:
+            browser = await playwright.chromium.connect_over_cdp(
+                address, headers=headers, timeout=self.launch_timeout_s * 1000
+            )
+        except Exception as error:
+            raise BrowserError(
+                f"the browser did not start on the computer's host ({error})"
+            ) from error
+        if not browser.contexts:
+            await browser.close()
+            raise BrowserError("the computer's host served a browser without its profile")
+        session = _new_session(user_id, sandbox, browser.contexts[0], "")
+        session.browser = browser
+
+        def disconnected(_browser: Browser) -> None:
             session.closed = True
 
-        context.on("close", closed)
-        log.info("browser started", extra={"user": user_id})
+        browser.on("disconnected", disconnected)
+        log.info("browser connected", extra={"user": user_id, "host": sandbox.host})
         return session
 
     async def _on_own_loop(self, work: Coroutine[Any, Any, _T]) -> _T:
@@ -238,6 +268,10 @@ class Browsers:
 
     async def _close_context(self, session: BrowserSession) -> None:
         session.closed = True
+        if session.browser is not None:  # the host closes Chromium when the connection ends
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(session.browser.close(), CLOSE_TIMEOUT_S)
+            return
         # Chromium flushes its profile and exits; if it cannot answer, it is killed.
         try:
             await asyncio.wait_for(session.context.close(), CLOSE_TIMEOUT_S)
@@ -265,6 +299,22 @@ class Browsers:
             self._playwright = None
 
 
+def _new_session(
+    user_id: str, sandbox: Sandbox | RemoteSandbox, context: BrowserContext, token: str
+) -> BrowserSession:
+    """A session over a started browser's (persistent) context, marked closed when it is."""
+    context.set_default_timeout(15_000)
+    context.set_default_navigation_timeout(30_000)
+    spare = context.pages[0] if context.pages else None
+    session = BrowserSession(user_id, sandbox, context, spare, token)
+
+    def closed(_context: BrowserContext) -> None:
+        session.closed = True
+
+    context.on("close", closed)
+    return session
+
+
 def _prepare_runtime_dir(folder: Path) -> None:
     """The root-only folder of the relay socket, the launcher and the placeholder profiles."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -273,15 +323,6 @@ def _prepare_runtime_dir(folder: Path) -> None:
     launcher = folder / "launcher"
     launcher.write_text(f"#!{sys.executable} -IS\n{LAUNCHER_SOURCE}")
     os.chmod(launcher, 0o700)
-
-
-async def _prepare_profile(sandbox: Sandbox) -> None:
-    """The profile folder in the home, made by the sandbox's own user; stale locks removed
-    (a restored snapshot still names the Chromium of the sandbox it came from)."""
-    script = f'mkdir -p "{PROFILE_INSIDE}" && rm -f "{PROFILE_INSIDE}"/Singleton*'
-    result = await sandbox.run(["/bin/sh", "-c", script], timeout_s=30)
-    if result.exit_code != 0:
-        raise BrowserError(f"could not prepare the browser profile (exit {result.exit_code})")
 
 
 async def close_idle_browsers_forever(browsers: Browsers, idle_s: float, interval_s: float) -> None:

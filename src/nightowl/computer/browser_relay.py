@@ -29,6 +29,16 @@ ENV_INSIDE = {"DBUS_SESSION_BUS_ADDRESS": "disabled:"}
 MAX_SOCKET_PATH = 100
 PIPE_FDS = 5  # stdin, stdout, stderr, and Playwright's pipe (3: to the browser, 4: from it)
 
+# Chromium without its own sandbox (the user's sandbox is the boundary), GPU or background calls.
+CHROMIUM_ARGS = [
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 # The launcher Playwright runs as "the browser": standard library only, no nightowl imports.
 LAUNCHER_SOURCE = """
 import json, os, socket, sys
@@ -162,6 +172,15 @@ class Relay:
             task.cancel()
         await asyncio.gather(self._serving, *self._tasks, return_exceptions=True)
         self._listener.close()
+
+
+async def prepare_profile(sandbox: Sandbox) -> None:
+    """The profile folder in the home, made by the sandbox's own user; stale locks removed
+    (a restored snapshot still names the Chromium of the sandbox it came from)."""
+    script = f'mkdir -p "{PROFILE_INSIDE}" && rm -f "{PROFILE_INSIDE}"/Singleton*'
+    result = await sandbox.run(["/bin/sh", "-c", script], timeout_s=30)
+    if result.exit_code != 0:
+        raise BrowserError(f"could not prepare the browser profile (exit {result.exit_code})")
 
 
 def _receive_hello(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:

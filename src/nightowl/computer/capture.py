@@ -3,6 +3,7 @@ xdpyinfo, ImageMagick), and read the end of a log file there."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import Sequence
@@ -27,9 +28,23 @@ async def capture(
     timeout_s: float = 30.0,
     limit: int = 8192,
 ) -> Captured:
-    """Run argv inside and return its exit code and (the start of) its output."""
+    """Run argv inside and return its exit code and (the start of) its output.
+
+    The pipe is read while the command runs (what is past `limit` is read and dropped): a
+    command that prints more than a pipe holds (about 64 KB: `xdpyinfo`) would otherwise
+    block on its write until its time ran out."""
     read_end, write_end = os.pipe()
-    output = b""
+    os.set_blocking(read_end, False)
+    kept = bytearray()
+    loop = asyncio.get_running_loop()
+
+    def drain() -> None:
+        with contextlib.suppress(BlockingIOError):  # read what is there now
+            while chunk := os.read(read_end, 65536):
+                kept.extend(chunk[: max(0, limit - len(kept))])
+            loop.remove_reader(read_end)  # end of file: every writer closed it
+
+    loop.add_reader(read_end, drain)
     try:
         null = os.open(os.devnull, os.O_RDONLY)
         try:
@@ -38,14 +53,12 @@ async def capture(
         finally:
             os.close(write_end)
             os.close(null)
-        os.set_blocking(read_end, False)
-        with contextlib.suppress(BlockingIOError):  # a child still holds the pipe: enough
-            while len(output) < limit and (chunk := os.read(read_end, 65536)):
-                output += chunk
+        drain()  # the rest (a child that still holds the pipe: what it wrote so far)
     finally:
+        loop.remove_reader(read_end)
         os.close(read_end)
     code = None if result.timed_out else result.exit_code
-    return Captured(code, output[:limit].decode(errors="replace").strip())
+    return Captured(code, bytes(kept[:limit]).decode(errors="replace").strip())
 
 
 async def tail(sandbox: Sandbox, path: str) -> str:

@@ -18,11 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nightowl.computer.backends import choose_backend
+from nightowl.computer.blob_store import S3SnapshotStore
 from nightowl.computer.cgroups import Limits, detect
 from nightowl.computer.sandbox import Backend, Network, Sandbox, SandboxError, SandboxSpec
-from nightowl.computer.snapshots import HomeTooLarge, archive, restore
+from nightowl.computer.snapshots import PREFIX, HomeTooLarge, archive, restore, snapshot_path
 from nightowl.safety.redaction import Redactor
-from nightowl.store.computers import computer_of, record_awake, record_sleep
+from nightowl.store.computers import (
+    claim_placement,
+    computer_of,
+    placement_of,
+    record_awake,
+    record_sleep,
+    record_snapshot,
+    release_placement,
+)
 from nightowl.store.database import Database
 
 log = logging.getLogger(__name__)
@@ -41,6 +50,21 @@ class ComputerSettings:
     pids: int = 512
     uid_base: int = 3_000_000
     idle_sleep_s: float = 900.0
+    # A computer host of a computer tier: its address, recorded as the placement of each
+    # computer it runs (None: one server, no placement).
+    host_name: str | None = None
+    lease_s: float = 15.0
+    # Snapshot the home each time a turn lets go of it (a computer tier: a dead host loses
+    # only what changed since).
+    checkpoint_on_release: bool = False
+
+
+class PlacedElsewhere(SandboxError):
+    """Another live host holds the user's computer; the request belongs there."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(f"the computer is on host {host}")
+        self.host = host
 
 
 @dataclass
@@ -54,6 +78,11 @@ class _Computer:
     sandbox: Sandbox | None = None
     holders: set[str] = field(default_factory=set)
     frozen_since: float | None = None
+    # Its lease was taken from a host that died: the home comes back from the last snapshot.
+    taken_over: bool = False
+    # When this host last claimed its placement (monotonic): claimed again after a third of
+    # the lease, so a tool call does not write to the database each time.
+    claimed_at: float | None = None
 
 
 class Computers:
@@ -62,9 +91,18 @@ class Computers:
     The async methods hand the work to a thread, so they may be awaited from any event loop.
     """
 
-    def __init__(self, settings: ComputerSettings, database: Database) -> None:
+    def __init__(
+        self,
+        settings: ComputerSettings,
+        database: Database,
+        shared: S3SnapshotStore | None = None,
+    ) -> None:
         self.settings = settings
         self.database = database
+        # Snapshots shared between hosts (None: the snapshot folder is the only store).
+        self.shared = shared
+        # What a holder must tell the agent: its computer came back from an older snapshot.
+        self._notices: dict[str, str] = {}
         self._computers: dict[str, _Computer] = {}
         self._create_lock = threading.Lock()
         self._backend: Backend | None = None
@@ -73,7 +111,7 @@ class Computers:
         # Called with the user id before a sandbox sleeps deeply (a browser flushes its profile).
         self.before_sleep: list[Callable[[str], Awaitable[None]]] = []
         # The user's secrets, kept out of the home's snapshot (set by the composition root).
-        self.redactor_for: Callable[[str], Redactor] | None = None
+        self.redactor_for: Callable[[str], Redactor | None] | None = None
         self._instance = hashlib.sha256(str(settings.homes_dir.resolve()).encode()).hexdigest()[:8]
 
     @property
@@ -105,6 +143,11 @@ class Computers:
         computer = self._computer(user_id)
         with computer.lock:
             computer.holders.add(holder)
+            if self.settings.host_name is not None and (
+                computer.claimed_at is None
+                or time.monotonic() - computer.claimed_at > self.settings.lease_s / 3
+            ):
+                self._keep_placement(computer, holder)
             sandbox = computer.sandbox
             if sandbox is not None and not sandbox.alive():
                 log.warning("sandbox died; starting it again", extra={"user": user_id})
@@ -112,7 +155,7 @@ class Computers:
                 sandbox = computer.sandbox = None
             if sandbox is None:
                 try:
-                    sandbox = computer.sandbox = self._boot(computer)
+                    sandbox = computer.sandbox = self._boot(computer, holder)
                 except BaseException:
                     computer.holders.discard(holder)
                     raise
@@ -120,6 +163,38 @@ class Computers:
                 sandbox.thaw()
             computer.frozen_since = None
             return sandbox
+
+    def held(self, user_id: str, holder: str) -> Sandbox | None:
+        """The user's sandbox when `holder` holds it awake already (no thread, no database)."""
+        computer = self._computers.get(user_id)
+        if computer is None or holder not in computer.holders or computer.frozen_since:
+            return None
+        return computer.sandbox
+
+    def _keep_placement(self, computer: _Computer, holder: str) -> None:
+        """Claim (or renew) this host's lease on the computer; a computer another live host
+        took over is stopped here and the request is sent there."""
+        assert self.settings.host_name is not None
+        with self.database.write() as session:
+            before = claim_placement(
+                session, computer.user_id, self.settings.host_name, self.settings.lease_s
+            )
+        if before is None:
+            computer.holders.discard(holder)
+            if computer.sandbox is not None:  # this host lost its lease (it was paused)
+                computer.sandbox.stop()
+                computer.sandbox, computer.frozen_since = None, None
+            with self.database.read() as session:
+                raise PlacedElsewhere(placement_of(session, computer.user_id).host or "?")
+        if before.host not in (None, self.settings.host_name) and computer.sandbox is not None:
+            computer.sandbox.stop()  # a stale copy from before another host had it
+            computer.sandbox, computer.frozen_since = None, None
+        computer.taken_over = before.host not in (None, self.settings.host_name)
+        computer.claimed_at = time.monotonic()
+
+    def take_notice(self, holder: str) -> str | None:
+        """What the agent must be told about its computer since the last call (once)."""
+        return self._notices.pop(holder, None)
 
     async def release(self, holder: str) -> None:
         """`holder` is done (its turn ended): freeze each sandbox no one holds any more."""
@@ -137,10 +212,15 @@ class Computers:
                     with contextlib.suppress(OSError):
                         computer.sandbox.freeze()
                     computer.frozen_since = time.monotonic()
+                    if self.settings.checkpoint_on_release:
+                        self._checkpoint(computer)
 
-    def _boot(self, computer: _Computer) -> Sandbox:
+    def _boot(self, computer: _Computer, holder: str) -> Sandbox:
+        backend = self.backend  # raises before the home is touched when none works here
         home = self.home(computer.user_id)
-        self._wake_home(computer, home)
+        notice = self._wake_home(computer, home)
+        if notice:
+            self._notices[holder] = notice
         spec = SandboxSpec(
             name=f"{self._instance}-u{computer.uid}",
             uid=computer.uid,
@@ -149,21 +229,70 @@ class Computers:
             network=self.settings.network,
             cgroup_layout=self._layout,
         )
-        return self.backend.start(spec)
+        return backend.start(spec)
 
-    def _wake_home(self, computer: _Computer, home: Path) -> None:
-        """Make sure the home is on disk: restored from its snapshot if it sleeps, else made."""
+    def _wake_home(self, computer: _Computer, home: Path) -> str | None:
+        """Make sure the home is on disk: restored from its snapshot if it sleeps (or its host
+        died), else made. What the agent must be told, when its files went back in time."""
         with self.database.read() as session:
             record = computer_of(session, computer.user_id, self.settings.uid_base)
-        if record.state == "asleep" and record.snapshot:
+        notice = None
+        home.parent.mkdir(parents=True, exist_ok=True)
+        if computer.taken_over:
+            computer.taken_over = False
+            shutil.rmtree(home, ignore_errors=True)  # a stale copy from an earlier stay here
+            when = record.snapshot_at.isoformat(timespec="seconds") if record.snapshot_at else ""
+            notice = (
+                f"[Your computer's host stopped; your computer was restored from its snapshot "
+                f"of {when} UTC: changes to its files after that are lost.]"
+                if record.snapshot
+                else "[Your computer's host stopped before any snapshot was taken: your "
+                "computer starts with an empty home folder.]"
+            )
+        if record.snapshot and (record.state == "asleep" or notice):
+            # What the server put in the home while the computer slept (a channel's received
+            # files, ~/inbox/) is kept over the snapshot: the home holds nothing else then.
+            arrived = _set_aside(home) if notice is None else None
+            self._fetch_snapshot(record.snapshot)
             restore(self.settings.snapshot_dir, record.snapshot, home, computer.uid)
+            if arrived is not None:
+                _move_into(arrived, home, computer.uid)
             with self.database.write() as session:
                 record_awake(session, computer.user_id)
         elif not home.exists():
-            home.parent.mkdir(parents=True, exist_ok=True)
             home.mkdir(mode=0o700)
         os.chown(home, computer.uid, computer.uid)
         os.chmod(home, 0o700)
+        return notice
+
+    def _fetch_snapshot(self, reference: str) -> None:
+        """Bring a snapshot from the shared store into the snapshot folder, unless it is here."""
+        local = snapshot_path(self.settings.snapshot_dir, reference)
+        if self.shared is not None and not local.exists():
+            digest = reference.removeprefix(PREFIX)
+            self.shared.download(local.name, local, digest)
+
+    def _snapshot(self, computer: _Computer) -> tuple[str, int]:
+        """Archive the home (its sandbox stopped or frozen) and share it; reference and size."""
+        redactor = self.redactor_for(computer.user_id) if self.redactor_for else None
+        home = self.home(computer.user_id)
+        reference, size = archive(home, self.settings.snapshot_dir, redactor=redactor)
+        if self.shared is not None:
+            local = snapshot_path(self.settings.snapshot_dir, reference)
+            self.shared.upload(local.name, local)
+        return reference, size
+
+    def _checkpoint(self, computer: _Computer) -> None:
+        """Snapshot a frozen computer's home and keep it on disk (a computer tier's release)."""
+        if not self.home(computer.user_id).exists():
+            return
+        try:
+            reference, size = self._snapshot(computer)
+        except (HomeTooLarge, OSError, SandboxError) as error:
+            log.warning("no checkpoint", extra={"user": computer.user_id, "why": str(error)})
+            return
+        with self.database.write() as session:
+            record_snapshot(session, computer.user_id, reference, size)
 
     async def deep_sleep(self, user_id: str) -> bool:
         """Stop the user's sandbox and keep its home only as a snapshot; False if held."""
@@ -186,18 +315,19 @@ class Computers:
         if computer.sandbox is not None:
             computer.sandbox.stop()
             computer.sandbox = None
-        computer.frozen_since = None
+        computer.frozen_since, computer.claimed_at = None, None
         home = self.home(computer.user_id)
         if not home.exists():
             return True
         try:
-            redactor = self.redactor_for(computer.user_id) if self.redactor_for else None
-            reference, size = archive(home, self.settings.snapshot_dir, redactor=redactor)
+            reference, size = self._snapshot(computer)
         except HomeTooLarge as error:
             log.warning("home stays on disk", extra={"user": computer.user_id, "why": str(error)})
             return False
         with self.database.write() as session:
             record_sleep(session, computer.user_id, reference, size)
+            if self.settings.host_name is not None:
+                release_placement(session, computer.user_id, self.settings.host_name)
         shutil.rmtree(home)
         log.info("sandbox asleep", extra={"user": computer.user_id, "snapshot_bytes": size})
         return True
@@ -239,6 +369,40 @@ class Computers:
                     with contextlib.suppress(SandboxError, OSError):
                         computer.sandbox.stop()
                     computer.sandbox = None
+
+
+def _set_aside(home: Path) -> Path | None:
+    """Move a sleeping computer's home folder (only what arrived while it slept) aside."""
+    if not home.exists():
+        return None
+    aside = home.with_name(f".{home.name}.arrived")
+    shutil.rmtree(aside, ignore_errors=True)
+    os.replace(home, aside)
+    return aside
+
+
+def _move_into(arrived: Path, home: Path, uid: int) -> None:
+    """Put the files that arrived while the computer slept into its restored home, owned by
+    its user (a link is dropped: the server writes none)."""
+    for folder, _, names in os.walk(arrived):
+        relative = Path(folder).relative_to(arrived)
+        for name in names:
+            source = Path(folder) / name
+            if source.is_symlink() or not source.is_file():
+                continue
+            target = home / relative / name
+            for parent in reversed(target.relative_to(home).parents[:-1]):
+                made = home / parent
+                if made.is_symlink():
+                    break  # the snapshot has a link there: the file stays out
+                if not made.exists():
+                    made.mkdir(mode=0o755)
+                    os.chown(made, uid, uid)
+            else:
+                if not target.parent.is_symlink() and not target.is_symlink():
+                    os.replace(source, target)
+                    os.chown(target, uid, uid)
+    shutil.rmtree(arrived, ignore_errors=True)
 
 
 async def sleep_idle_forever(computers: Computers, interval_s: float) -> None:

@@ -4,7 +4,10 @@ Each agent (a conversation) gets its own Xvfb display inside the user's sandbox;
 tools drive it with xdotool and read it with ImageMagick's `import`. For the live view an
 x11vnc server runs on the display, listening on the sandbox's own loopback, view-only until
 the owner takes control; a viewer's bytes reach it through a small relay started inside the
-sandbox (`vnc`). While the owner holds control, the agent's input waits (`wait_for_agent`).
+sandbox (`vnc`, vnc_relay.py). While the owner holds control, the agent's input waits
+(`wait_for_agent`). On a computer tier each computer host runs its own `Desktops` over the
+computers it holds (desktop_host.py), and workers and API processes reach it
+(remote_desktop.py).
 
 Turns and the API run on different event loops, so nothing here is bound to a loop: starting
 a display or switching its live view runs under the display's thread lock, in a worker thread
@@ -29,6 +32,7 @@ from typing import Any, TypeVar
 from nightowl.computer.capture import Captured, capture, tail
 from nightowl.computer.computers import Computers
 from nightowl.computer.sandbox import HOME_INSIDE, Sandbox, SandboxError
+from nightowl.computer.vnc_relay import relay_argv
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,37 +48,33 @@ CONTROL_HOLD_S = 900.0  # the owner's control lapses after this (taking it again
 READY_TIMEOUT_S = 15.0
 POLL_S = 0.2  # how often waiting input looks whether the owner gave control back
 DISPLAY_GONE = 111  # exit code of a command whose display is no longer running
-SYSTEM_PYTHON = "/usr/bin/python3"
 # x11vnc: on the sandbox's loopback only, many viewers, no password (the server's websocket
 # checks the owner's token), no helper programs, no rc file, no DNS lookups.
 VNC_FLAGS = ["-localhost", "-shared", "-forever", "-nopw", "-nocmds", "-norc", "-nolookup"]
-# Runs inside the sandbox (system Python, standard library only): connects to the display's
-# VNC port on the sandbox's loopback and relays bytes between it and the socket on stdin.
-RELAY = """
-import select, socket, sys, time
-deadline = time.monotonic() + 10
-while True:
-    try:
-        vnc = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1)
-        break
-    except OSError:
-        if time.monotonic() > deadline:
-            sys.exit(2)
-        time.sleep(0.05)
-vnc.settimeout(None)
-viewer = socket.socket(fileno=0)
-other = {viewer: vnc, vnc: viewer}
-while True:
-    for end in select.select(list(other), [], [])[0]:
-        data = end.recv(65536)
-        if not data:
-            sys.exit(0)
-        other[end].sendall(data)
-"""
 
 
 class DesktopError(RuntimeError):
     """A display could not start or answer (the message says why and what to do)."""
+
+
+@dataclass(frozen=True)
+class DisplayState:
+    """What the owner sees of a display (the API's answer, and a computer host's)."""
+
+    agent: str
+    number: int
+    running: bool
+    owner_control: bool
+    viewers: int
+
+
+@dataclass(frozen=True)
+class XRun:
+    """An X program's run on an agent's display: what it printed, or None when it was input
+    the owner's control held back; and whether the owner holds control now."""
+
+    captured: Captured | None
+    owner_control: bool
 
 
 @dataclass
@@ -104,6 +104,11 @@ class Display:
         """The x11vnc port on the sandbox's own loopback."""
         return VNC_BASE_PORT + self.number
 
+    def state(self) -> DisplayState:
+        """The display as its owner sees it."""
+        running = self.sandbox is not None and self.sandbox.alive()
+        return DisplayState(self.agent, self.number, running, self.owner_control, self.viewers)
+
     def running_in(self, sandbox: Sandbox) -> bool:
         """Whether the display was started in this sandbox, which still runs."""
         return self.sandbox is sandbox and self.xvfb_pid is not None and sandbox.alive()
@@ -124,7 +129,7 @@ class Desktops:
         self.control_hold_s = control_hold_s
         self._displays: dict[tuple[str, str], Display] = {}
         self._lock = threading.Lock()
-        self._lapses: set[asyncio.Task[Display]] = set()
+        self._lapses: set[asyncio.Task[DisplayState]] = set()
 
     # ---------- finding and starting displays ----------
 
@@ -228,7 +233,36 @@ class Desktops:
                         await sandbox.call({"op": "kill", "pid": pid})
         display.sandbox, display.xvfb_pid, display.vnc_pid = None, None, None
 
+    async def states(self, user_id: str) -> list[DisplayState]:
+        """The user's displays as they see them, by agent."""
+        return [d.state() for d in self.displays_of(user_id)]
+
+    async def state(self, user_id: str, agent: str) -> DisplayState | None:
+        """One display as its owner sees it, None when the agent never started one."""
+        display = self.find(user_id, agent)
+        return None if display is None else display.state()
+
     # ---------- running X programs ----------
+
+    async def run_x(
+        self,
+        user_id: str,
+        agent: str,
+        sandbox: object,
+        argv: Sequence[str],
+        *,
+        timeout_s: float = 30.0,
+        as_input: bool = False,
+    ) -> XRun:
+        """Run an X program on the agent's display (started if needed) in `sandbox`, which
+        the caller holds; input (`as_input`) first waits, bounded, for the owner's control."""
+        if not isinstance(sandbox, Sandbox):
+            raise SandboxError("this computer is on a computer host: its host runs the desktop")
+        display = await self.display(user_id, agent, sandbox)
+        if as_input and not await self.wait_for_agent(display):
+            return XRun(None, True)
+        captured = await self.x(display, argv, timeout_s=timeout_s)
+        return XRun(captured, display.owner_control)
 
     async def x(
         self, display: Display, argv: Sequence[str], *, timeout_s: float = 30.0
@@ -265,7 +299,7 @@ class Desktops:
             await asyncio.sleep(POLL_S)
         return True
 
-    async def take_control(self, user_id: str, agent: str) -> Display:
+    async def take_control(self, user_id: str, agent: str) -> DisplayState:
         """The owner takes the display's input; the agent's input waits until `give_back`
         (or until the control lapses after `control_hold_s`)."""
         display = self._required(user_id, agent)
@@ -285,7 +319,7 @@ class Desktops:
             raise
         loop = asyncio.get_running_loop()
         loop.call_later(self.control_hold_s, self._lapse, display, since)
-        return display
+        return display.state()
 
     def _lapse(self, display: Display, since: float) -> None:
         if display.owner_control and display.control_since == since:
@@ -294,7 +328,7 @@ class Desktops:
             self._lapses.add(task)
             task.add_done_callback(self._lapses.discard)
 
-    async def give_back(self, user_id: str, agent: str) -> Display:
+    async def give_back(self, user_id: str, agent: str) -> DisplayState:
         """The owner releases control: viewers only watch again and the agent goes on."""
         display = self._required(user_id, agent)
 
@@ -309,7 +343,7 @@ class Desktops:
             await self._serial(display, give)
         finally:
             await self.computers.release(_control_holder(agent))
-        return display
+        return display.state()
 
     async def _vnc_remote(self, display: Display, sandbox: Sandbox, command: str) -> None:
         """Switch the running x11vnc by remote control (an X property it watches). For a few
@@ -340,7 +374,7 @@ class Desktops:
         null = os.open(os.devnull, os.O_WRONLY)
         try:
             await self._serial(display, lambda: self._start_vnc(display, sandbox))
-            argv = [SYSTEM_PYTHON, "-I", "-S", "-c", RELAY, str(display.vnc_port)]
+            argv = relay_argv(display.vnc_port)
             async with sandbox.attached(argv, [theirs.fileno(), theirs.fileno(), null]):
                 theirs.close()
                 reader, writer = await asyncio.open_connection(sock=ours)

@@ -25,6 +25,10 @@ Network = Literal["none", "egress"]
 HOME_INSIDE = "/home/agent"
 SUPERVISOR_SOURCE = (Path(__file__).parent / "supervisor.py").read_text()
 PATH_INSIDE = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+# The longest answer line the supervisor may send: a read is up to 4 MB of text, which JSON
+# escapes to up to 6 bytes a character (asyncio's own 64 KB default failed every read of a
+# file past it with "Separator is not found").
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ class Sandbox:
     async def call(self, request: dict[str, Any], timeout_s: float = 60.0) -> dict[str, Any]:
         """One request with one answer (file operations, ping, kill)."""
         conn = self._open(request)
-        reader, writer = await asyncio.open_unix_connection(sock=conn)
+        reader, writer = await asyncio.open_unix_connection(sock=conn, limit=MAX_ANSWER_BYTES)
         try:
             line = await asyncio.wait_for(reader.readline(), timeout_s)
         except TimeoutError:
@@ -122,7 +126,7 @@ class Sandbox:
         else:
             request["argv"] = list(command)
         conn = self._open(request, fds)
-        reader, writer = await asyncio.open_unix_connection(sock=conn)
+        reader, writer = await asyncio.open_unix_connection(sock=conn, limit=MAX_ANSWER_BYTES)
         pid, ended = None, b""
         try:
             started = json.loads(await reader.readline() or b'{"error": "no answer"}')
@@ -163,7 +167,7 @@ class Sandbox:
         request = {"op": "exec", "argv": list(argv), "daemon": True, "output": output}
         request["env"], request["cwd"] = env or {}, cwd
         conn = self._open(request)
-        reader, writer = await asyncio.open_unix_connection(sock=conn)
+        reader, writer = await asyncio.open_unix_connection(sock=conn, limit=MAX_ANSWER_BYTES)
         try:
             answer = json.loads(await reader.readline() or b"{}")
         finally:
@@ -178,7 +182,7 @@ class Sandbox:
     ) -> AsyncIterator[asyncio.StreamReader]:
         """Run a command with the caller's descriptors; it is killed when the block ends."""
         conn = self._open({"op": "exec", "argv": list(argv), "env": env or {}}, fds)
-        reader, writer = await asyncio.open_unix_connection(sock=conn)
+        reader, writer = await asyncio.open_unix_connection(sock=conn, limit=MAX_ANSWER_BYTES)
         try:
             started = json.loads(await reader.readline() or b"{}")
             if "error" in started:

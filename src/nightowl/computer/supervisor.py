@@ -12,6 +12,7 @@ preempted turn stops its shell command.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -31,8 +32,10 @@ if TYPE_CHECKING:
     from typing import IO
 
 CONTROL_FD = 3
+MAX_EXTRA_FDS = 2  # descriptors a command gets beyond 0-2 (a browser's pipe on 3 and 4)
 HOME = os.environ.get("HOME", "/home/agent")
 MAX_READ_BYTES = 4 * 1024 * 1024
+MAX_BYTES_READ = 32 * 1024 * 1024  # a file's bytes, read whole (an attachment)
 MAX_SEARCH_FILE_BYTES = 2 * 1024 * 1024
 daemons: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -86,6 +89,8 @@ def _exec(conn: socket.socket, request: dict[str, object], fds: list[int]) -> No
         stdout, stderr = out_file, subprocess.STDOUT
     extra = fds[3:]
     try:
+        if len(extra) > MAX_EXTRA_FDS:
+            raise ValueError(f"at most {MAX_EXTRA_FDS} descriptors beyond 0-2")
         process = subprocess.Popen(
             [str(a) for a in argv],
             cwd=_resolve(request.get("cwd") or HOME),
@@ -160,6 +165,13 @@ def _read(request: dict[str, object]) -> dict[str, object]:
     path = _resolve(request["path"])
     _regular(path)
     size = os.path.getsize(path)
+    if request.get("encoding") == "base64":  # a file's bytes (an attachment, on a tier)
+        limit = min(int(str(request.get("limit", MAX_READ_BYTES))), MAX_BYTES_READ)
+        if size > limit:
+            return {"size": size, "too_big": True}
+        with open(path, "rb") as file:
+            data = file.read(limit + 1)
+        return {"base64": base64.b64encode(data[:limit]).decode(), "size": len(data)}
     head, tail = int(str(request.get("head", 0))), int(str(request.get("tail", 0)))
     if head or tail:  # an excerpt: the start and the end of a long output
         with open(path, "rb") as file:
@@ -287,8 +299,23 @@ def _reap(_signum: int, _frame: object) -> None:
             daemons.pop(pid, None)
 
 
+def _reserve_fds() -> None:
+    # Popen checks that each of pass_fds (3, 4) is open here before the child places the
+    # caller's descriptors there: keep them open for good, so that a request's socket closed
+    # meanwhile by another thread cannot leave 4 free (the launch then failed with EBADF).
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    for fd in range(3, 3 + MAX_EXTRA_FDS):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.dup2(null, fd, inheritable=False)
+    if null >= 3 + MAX_EXTRA_FDS:
+        os.close(null)
+
+
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]) if len(sys.argv) > 1 else CONTROL_FD)
+    _reserve_fds()
     signal.signal(signal.SIGCHLD, _reap)
     os.write(1, b"ready\n")
     while True:

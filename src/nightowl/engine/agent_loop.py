@@ -16,9 +16,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from dbos import DBOS
+from opentelemetry.trace import Span
 from sqlalchemy.orm import Session
 
 from nightowl.engine.batches import take_guidance
+from nightowl.engine.gate import Clearance
 from nightowl.engine.model_calls import (
     UNKNOWN,
     CallPlace,
@@ -64,6 +66,7 @@ from nightowl.harness.prompt import PROMPT_STYLES, PromptStyle
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.models.base import Model, ModelConfigError, ModelReply
 from nightowl.store.conversations import recent_exchanges
+from nightowl.store.outages import outlast
 from nightowl.store.questions import take_answer
 from nightowl.store.step_results import Recorded, recorded_result
 from nightowl.store.tables import utcnow
@@ -121,6 +124,8 @@ class RunState:
     pin: PromptPin | None = None
     # Its last request's sections and time (unknown until it made one here).
     previous: Previous = UNKNOWN
+    # Its progress was noted since it started in this process (store/turns.py note_progress).
+    progressed: bool = False
 
 
 class HelperControl(Protocol):
@@ -170,7 +175,9 @@ class AgentLoop:
                     earlier = recorded_result(session, model_step_key(run_id, step))
                     if earlier is not None:
                         return earlier, tools
-                    ensure_running(session, run_id)
+                    # Kept referred to: the session's identity map serves the budget check's
+                    # (and a helper's guidance's) reads of the turn only while it is.
+                    _turn = ensure_running(session, run_id)
                     if profile.takes_guidance:
                         take_guidance(session, run_id)
                     return begin_model_call(
@@ -248,6 +255,7 @@ class AgentLoop:
                     conversation_id=conversation_id,
                     step=step,
                     meta=start.seen,
+                    progress=not kept.progressed,
                 )
                 return reply
 
@@ -260,6 +268,7 @@ class AgentLoop:
                 then=lambda session, reply: keep(session, reply, last_try=False),
             )
             if kept_first is not None:
+                kept.progressed = True
                 return ModelStep(reply=kept_first)
             # Asked again with a note at the end (the cached prefix holds), recorded as a
             # call of its own.
@@ -277,6 +286,7 @@ class AgentLoop:
                 then=lambda session, reply: keep(session, reply, last_try=True),
             )
             assert kept_second is not None  # the last try is always kept
+            kept.progressed = True
             return ModelStep(reply=kept_second)
 
         @recorded_step()
@@ -340,7 +350,7 @@ class AgentLoop:
                     set_activity(session, run_id, "thinking")
 
             metrics.steps.labels(kind="answer").inc()
-            await asyncio.to_thread(record)
+            await outlast(record)
 
         self._call_model, self._run_tool, self._record_answer = call_model, run_tool, record_answer
 
@@ -389,9 +399,44 @@ class AgentLoop:
     ) -> ToolOutcome | None:
         """One tool call through the safety gate, with what its outcome asks for; None when
         the gate blocked it (its result, why and what to do, is recorded)."""
-        gate, run_id = self.deps.gate, context.run_id
+        traces = self.deps.traces
+        known = self.profiles[context.profile].tools.get(call.name)  # a built-in tool's effect
+        with traces.tool_call(call, slot, known.effect if known else None) as span:
+            outcome = await self._cleared_call(context, slot, call, span)
+        if outcome is None:
+            return None
+        for follow in follow_ups(outcome):
+            if isinstance(follow, AwaitAnswer):
+                await self._await_answer(context, slot, call, follow)
+            elif isinstance(follow, StartHelper) and self.helpers is not None:
+                await self.helpers.start(follow.helper_id, follow.run_id, context.owner_id)
+            elif isinstance(follow, StopHelpers) and self.helpers is not None:
+                await self.helpers.stop(list(follow.run_ids))
+            elif isinstance(follow, ScheduleTimer):
+                timer = follow.timer
+                await schedule_timer(
+                    timer_workflow_id(context.run_id, timer.call_id),
+                    context.conversation_id,
+                    timer.seconds,
+                    timer.note,
+                )
+        return outcome
+
+    async def _cleared_call(
+        self, context: LoopContext, slot: str, call: ToolCall, span: Span
+    ) -> ToolOutcome | None:
+        """The call through the safety gate and the tool-call step (again, if the owner
+        approves, when a crash cut it off); None when the gate blocked it."""
+        gate, run_id, traces = self.deps.gate, context.run_id, self.deps.traces
         conversation_id, owner_id = context.conversation_id, context.owner_id
-        if gate and not await gate.clear(run_id, conversation_id, owner_id, slot, call.to_dict()):
+        clearance = (
+            await gate.clear(run_id, conversation_id, owner_id, slot, call.to_dict())
+            if gate
+            else Clearance(True, "no gate")
+        )
+        traces.tool_cleared(span, clearance.decision)
+        if not clearance.allowed:
+            traces.tool_finished(span, "blocked")
             return None
         where = (context.profile, run_id, conversation_id, owner_id, slot, call.to_dict())
         outcome = await self._run_tool(*where, False, context.computer_id)
@@ -401,21 +446,9 @@ class AgentLoop:
             and await gate.confirm_rerun(run_id, conversation_id, owner_id, slot, call.to_dict())
         ):
             outcome = await self._run_tool(*where, True, context.computer_id)
-        for follow in follow_ups(outcome):
-            if isinstance(follow, AwaitAnswer):
-                await self._await_answer(context, slot, call, follow)
-            elif isinstance(follow, StartHelper) and self.helpers is not None:
-                await self.helpers.start(follow.helper_id, follow.run_id, owner_id)
-            elif isinstance(follow, StopHelpers) and self.helpers is not None:
-                await self.helpers.stop(list(follow.run_ids))
-            elif isinstance(follow, ScheduleTimer):
-                timer = follow.timer
-                await schedule_timer(
-                    timer_workflow_id(run_id, timer.call_id),
-                    conversation_id,
-                    timer.seconds,
-                    timer.note,
-                )
+        traces.tool_finished(
+            span, "in doubt" if outcome.in_doubt else "error" if outcome.is_error else "ok"
+        )
         return outcome
 
     async def _await_answer(

@@ -36,6 +36,7 @@ from nightowl.store.compactions import (
     record_compaction,
 )
 from nightowl.store.database import Database
+from nightowl.store.outages import waits_out_outages
 from nightowl.store.step_results import record_result, recorded_result
 from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
@@ -64,10 +65,18 @@ def plan_compaction(
     """True when the turn ended with a prompt above the threshold and no timer or routine will
     wake the conversation within the idle window anyway."""
     with database.read() as session:
-        size = last_prompt_size(session, turn_id)
-        if size is None or prompt_tokens_of(*size) < settings.at_tokens:
-            return False
-        return not _wake_due(session, conversation_id, settings.idle_s)
+        return compaction_wanted(session, settings, conversation_id, turn_id)
+
+
+def compaction_wanted(
+    session: Session, settings: CompactionSettings, conversation_id: str, turn_id: str
+) -> bool:
+    """`plan_compaction` in the caller's transaction (the turn's end records it with its
+    finish: one step, not two)."""
+    size = last_prompt_size(session, turn_id)
+    if size is None or prompt_tokens_of(*size) < settings.at_tokens:
+        return False
+    return not _wake_due(session, conversation_id, settings.idle_s)
 
 
 def _wake_due(session: Session, conversation_id: str, idle_s: float) -> bool:
@@ -153,6 +162,7 @@ def build_compaction_workflow(
         return outcome
 
     @DBOS.step(name="nightowl.compact")
+    @waits_out_outages  # again whole while the database is away: the result is recorded
     async def compact(conversation_id: str, after_turn: str) -> str:
         ready = await asyncio.to_thread(prepare, conversation_id, after_turn)
         if isinstance(ready, str):

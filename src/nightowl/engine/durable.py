@@ -6,10 +6,12 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from dbos import DBOS, DBOSConfig, SetEnqueueOptions, SetWorkflowID
+from dbos import DBOS, DBOSConfig, PropagateOtelContext, SetEnqueueOptions, SetWorkflowID
+from opentelemetry import context as otel_context
 from sqlalchemy import Engine, create_engine, event
 
 from nightowl.config import Settings
@@ -43,6 +45,15 @@ def _sqlite_history_engine(url: str) -> Engine:
     return engine
 
 
+class _NoLogExportNotice(logging.Filter):
+    """Drops DBOS's warning that its OTLP *log* export has no provider: nightowl turns on
+    DBOS's OpenTelemetry for its spans only (logs stay on stderr), so the warning would
+    mislead every start. Matched by its text: if DBOS rewords it, it shows again, harmlessly."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "logger provider not set" not in record.getMessage()
+
+
 def dbos_config(settings: Settings) -> DBOSConfig:
     """DBOS settings: history beside the app store, a pinned version, this worker's id."""
     config: DBOSConfig = {
@@ -55,6 +66,11 @@ def dbos_config(settings: Settings) -> DBOSConfig:
         # New or changed routine schedules are picked up within a second.
         "scheduler_polling_interval_sec": 1.0,
     }
+    if settings.otlp_endpoint:
+        # DBOS's workflow and step spans, through the provider tracing/export.py installed
+        # globally (no endpoints of DBOS's own: one exporter for both).
+        config["enable_otlp"] = True
+        config["otel_attribute_format"] = "semconv"
     if not settings.uses_postgres:
         config["system_database_engine"] = _sqlite_history_engine(settings.system_database_url)
     return config
@@ -76,8 +92,20 @@ class DurableEngine:
         self._fast = True  # the conversation queue's pace (engine launched: active)
         self._last_activity = 0.0  # when a turn was last enqueued (time.monotonic())
         self._nudge = QueueNudge()
-        self._nudge.install()  # before launch: DBOS's queue threads get a nudgeable event
+        # An API process dispatches nothing: it enqueues, and the workers dequeue.
+        self.dispatches = settings.role != "api"
+        # Before launch: DBOS's queue threads get a nudgeable event (or, in an API process,
+        # do not run at all).
+        self._nudge.install(dispatch=self.dispatches)
+        # How an enqueue made here reaches the processes that dispatch (set by the app on
+        # PostgreSQL): an API process has no queue thread of its own to nudge.
+        self.wake_workers: Callable[[], None] = lambda: None
         DBOS.destroy(destroy_registry=True)  # a clean registry for this process's workflows
+        dbos_log = logging.getLogger("dbos")
+        if settings.otlp_endpoint and not any(
+            isinstance(f, _NoLogExportNotice) for f in dbos_log.filters
+        ):
+            dbos_log.addFilter(_NoLogExportNotice())
         DBOS(config=dbos_config(settings))
 
     def register_turn(self, turn: TurnWorkflow) -> None:
@@ -131,12 +159,14 @@ class DurableEngine:
         )
 
     def wake(self, turn: TurnInfo, delay_s: float = 0.0) -> None:
-        """Enqueue the turn's workflow soon, off the caller's path.
+        """Enqueue the turn's workflow soon, off the caller's path; traced, it joins the
+        caller's trace (the router's decision on its trigger).
 
         Losing this (a crash right now) loses nothing: the turn stays `queued` in the app
         store and start-up enqueues every queued turn again.
         """
-        self._waker.submit(self.enqueue, turn, delay_s)
+        trace_context = otel_context.get_current() if self._settings.otlp_endpoint else None
+        self._waker.submit(self.enqueue, turn, delay_s, trace_context)
 
     def preempt(self, turn_ids: list[str]) -> None:
         """Cancel running turns: first durably through DBOS (so no restart resumes them, and
@@ -157,8 +187,15 @@ class DurableEngine:
             idempotency_key=f"answer:{question_id}",
         )
 
-    def enqueue(self, turn: TurnInfo, delay_s: float = 0.0) -> None:
-        """Enqueue the turn's workflow now; enqueuing an id that exists already is a no-op."""
+    def enqueue(
+        self,
+        turn: TurnInfo,
+        delay_s: float = 0.0,
+        trace_context: otel_context.Context | None = None,
+    ) -> None:
+        """Enqueue the turn's workflow now; enqueuing an id that exists already is a no-op.
+        `trace_context`: the trace the workflow's spans join (kept with the workflow, so a
+        recovered turn joins it too)."""
         if self._turn is None or self._queue is None:
             raise RuntimeError("the engine is not launched")
         self._last_activity = time.monotonic()
@@ -171,14 +208,23 @@ class DurableEngine:
                 queue_partition_key=turn.conversation_id,
                 delay_seconds=delay_s or None,
             ),
+            PropagateOtelContext(trace_context) if trace_context is not None else nullcontext(),
         ):
             self._queue.enqueue(self._turn, turn.id)
         if not delay_s:
             # Start it now rather than at the next poll (the owner is waiting).
-            self._nudge.nudge()
+            self.nudge()
 
     def nudge(self) -> None:
-        """Have DBOS's queues poll now (something urgent was enqueued on another queue)."""
+        """Have DBOS's queues poll now (something urgent was enqueued on another queue): this
+        process's, or the workers' when this one does not dispatch."""
+        if self.dispatches:
+            self._nudge.nudge()
+        else:
+            self.wake_workers()
+
+    def nudge_here(self) -> None:
+        """Have this process's queue threads poll now (another process enqueued)."""
         self._nudge.nudge()
 
     @property
@@ -235,5 +281,6 @@ class DurableEngine:
 
     def shutdown(self) -> None:
         """Stop DBOS without waiting: unfinished turns resume on restart or on another worker."""
+        self.running.closing = True  # before DBOS cancels them: not a preemption
         self._waker.shutdown(wait=True)
         DBOS.destroy(destroy_registry=True)

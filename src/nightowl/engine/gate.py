@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from nightowl.config import Settings
 from nightowl.engine.model_calls import CallPlace, ModelCalls
 from nightowl.engine.outside import files_written, replaces_file, whole_outside_texts
+from nightowl.evals.capture import Flag, flag_failure
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.logs import redact_in_logs
 from nightowl.models.base import Model
@@ -34,12 +35,14 @@ from nightowl.safety.policy import (
 )
 from nightowl.safety.review import Verdict, review, rule_verdict
 from nightowl.safety.send_tools import final_payload
-from nightowl.safety.sends import SendProvider, perform_send
-from nightowl.safety.vault import SecretScope, bindings_of, load_key, open_secrets
+from nightowl.safety.sends import Sender, SendProvider, perform_send
+from nightowl.safety.vault import SecretScope, bindings_of, load_key, open_sealed
 from nightowl.safety.wording import action_detail, approval_text, blocked_text, rerun_text
 from nightowl.store.database import Database
+from nightowl.store.outages import waits_out_outages
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import take_answer, wait_for_answer
+from nightowl.store.secrets import sealed_of
 from nightowl.store.step_results import Recorded, record_result, recorded_result
 from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
@@ -64,12 +67,26 @@ class SafetyDeps:
     reviewer: Model | None
     vault_key: bytes | None = None
     send_provider: SendProvider | None = None
+    # A send the owner's own channel performs (a mail through their e-mail channel), or None.
+    channel_sender: Callable[[Session, bytes, str, str, dict[str, Any]], Sender | None] | None = (
+        None
+    )
     approval_timeout_s: float = 15.0
     prices: PriceTable = field(default_factory=PriceTable)
     blob_dir: Path | None = None  # large outputs: the checks read them whole
     homes_dir: Path | None = None  # the owners' files: is a file replaced?
     # The computer can reach the network: a secret in its shell or desktop may leave.
     egress: bool = True
+
+
+@dataclass(frozen=True)
+class Clearance:
+    """The gate's word on one tool call: whether it may run, and how that was decided (not
+    gated: a read; allowed: reviewed, or held by no rule; approved or denied by the owner,
+    or denied when no answer came in time)."""
+
+    allowed: bool
+    decision: str
 
 
 def build_gate(
@@ -91,11 +108,14 @@ def build_gate(
         if settings.review_model
         else model
     )
+    from nightowl.channels.email_sends import email_sender
+
     provider = SendProvider(settings.send_provider_url) if settings.send_provider_url else None
     deps = SafetyDeps(
         reviewer=reviewer,
         vault_key=load_key(settings.data_dir, settings.secret_key),
         send_provider=provider,
+        channel_sender=email_sender,
         approval_timeout_s=settings.approval_timeout_s,
         prices=PriceTable(settings.prices),
         blob_dir=settings.blob_dir,
@@ -113,6 +133,11 @@ def _function(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     return step
 
 
+def _step(name: str, method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """A method as a named DBOS step that waits out a database outage."""
+    return DBOS.step(name=name)(_function(waits_out_outages(method)))
+
+
 class SafetyGate:
     """The steps of the gate, registered with DBOS once per process."""
 
@@ -122,10 +147,12 @@ class SafetyGate:
         self.database, self.tools, self.deps = database, tools, deps
         self.calls = calls  # the model-call sequence the reviewer's calls go through
         # DBOS registers plain functions (not bound methods) as steps.
-        self._review = DBOS.step(name="nightowl.review_action")(_function(self._review_action))
-        self._decide = DBOS.step(name="nightowl.decide_action")(_function(self._decide_action))
-        self._send = DBOS.step(name="nightowl.perform_send")(_function(self._perform_send))
-        self._ask_again = DBOS.step(name="nightowl.ask_rerun")(_function(self._ask_rerun))
+        # Each step may run again whole while the database is away: its writes are keyed (a
+        # recorded review, audit records, a send recorded before it is made).
+        self._review = _step("nightowl.review_action", self._review_action)
+        self._decide = _step("nightowl.decide_action", self._decide_action)
+        self._send = _step("nightowl.perform_send", self._perform_send)
+        self._ask_again = _step("nightowl.ask_rerun", self._ask_rerun)
 
     def tool_of(self, conversation_id: str, name: str) -> Tool | None:
         """The tool a call of this conversation names: built-in, or a connector's."""
@@ -140,28 +167,40 @@ class SafetyGate:
         if self.deps.vault_key is None:
             return SecretScope()
         with self.database.read() as session:
-            values = open_secrets(session, self.deps.vault_key, owner_id)
-        scope = SecretScope(values)
+            sealed = sealed_of(session, owner_id)
+        return self.scope_of(owner_id, sealed)
+
+    def sealed(self, session: Session, owner_id: str) -> list[tuple[str, str]]:
+        """The owner's secrets as stored, read in the caller's transaction (a tool call's
+        start: no transaction of their own); `scope_of` opens them."""
+        return sealed_of(session, owner_id) if self.deps.vault_key is not None else []
+
+    def scope_of(self, owner_id: str, sealed: list[tuple[str, str]]) -> SecretScope:
+        """The secrets `sealed` read, opened, for a tool call's substitution and redaction."""
+        if self.deps.vault_key is None:
+            return SecretScope()
+        scope = SecretScope(open_sealed(self.deps.vault_key, sealed))
         if scope.redactor:
             redact_in_logs(owner_id, scope.redactor.redact)
         return scope
 
     async def clear(
         self, turn_id: str, conversation_id: str, owner_id: str, slot: str, call: dict[str, Any]
-    ) -> bool:
-        """True when the call may run; otherwise its (blocked) result is already recorded."""
+    ) -> Clearance:
+        """Whether the call may run (if not, its blocked result is already recorded)."""
         tool = self.tools.get(str(call["name"]))
         if tool is not None and not gated(tool.name, tool.effect, call.get("arguments") or {}):
-            return True  # a read: no step, no review
+            return Clearance(True, "not gated")  # a read: no step, no review
         # Not a built-in tool: a connector's (looked up in the step, where its effect as the
         # owner set it now is recorded), or an unknown one (run_tool's to explain).
         held = await self._review(turn_id, conversation_id, owner_id, slot, call)
         if held is None:
-            return True
+            return Clearance(True, "allowed")
         await DBOS.recv_async(
             topic=f"answer:{held['question']}", timeout_seconds=self.deps.approval_timeout_s
         )
-        return bool(await self._decide(turn_id, conversation_id, owner_id, slot, call, held))
+        approved = bool(await self._decide(turn_id, conversation_id, owner_id, slot, call, held))
+        return Clearance(approved, "approved" if approved else "denied")
 
     async def confirm_rerun(
         self, turn_id: str, conversation_id: str, owner_id: str, slot: str, call: dict[str, Any]
@@ -426,6 +465,19 @@ class SafetyGate:
                     reason=held["reason"],
                 )
                 set_activity(session, turn_id, "thinking")
+                if kind in ("approved", "denied"):  # a false positive, or a call unwanted
+                    flag_failure(
+                        session,
+                        Flag(
+                            "approved_block" if kind == "approved" else "denied_approval",
+                            conversation_id,
+                            turn_id,
+                            f"The owner {kind} {call.name} after it was held: {held['reason']}",
+                            f"{turn_id}:{slot}",
+                            call,
+                        ),
+                        self.deps.vault_key,
+                    )
                 if kind == "approved":
                     return True
                 if held.get("keep_result"):
@@ -451,6 +503,18 @@ class SafetyGate:
                 return False
 
         return await asyncio.to_thread(decide)
+
+    def _sender(self, owner_id: str, tool: str, send: dict[str, Any]) -> Sender | None:
+        """Who performs this send: the owner's e-mail channel for a message to an address
+        (when they have one), else the configured send provider."""
+        if self.deps.channel_sender is not None and self.deps.vault_key is not None:
+            with self.database.read() as session:
+                found = self.deps.channel_sender(
+                    session, self.deps.vault_key, owner_id, tool, send["payload"]
+                )
+            if found is not None:
+                return found
+        return self.deps.send_provider
 
     async def _perform_send(
         self,
@@ -488,18 +552,19 @@ class SafetyGate:
                 else "The owner did not answer the draft; nothing was sent."
             )
             is_error = False
-        elif self.deps.send_provider is None:
+        elif (sender := await asyncio.to_thread(self._sender, owner_id, call.name, send)) is None:
             kind, is_error = "send_failed", True
             text = (
                 "Not sent: this server has no send provider configured "
-                "(NIGHTOWL_SEND_PROVIDER_URL). Tell the owner."
+                "(NIGHTOWL_SEND_PROVIDER_URL) and the owner has no e-mail channel for it. "
+                "Tell the owner."
             )
         else:
             payload = final_payload(send["payload"], str(answer["text"]))
             detail = {"payload": payload}
             outcome = await perform_send(
                 self.database,
-                self.deps.send_provider,
+                sender,
                 f"{turn_id}:{slot}",
                 owner_id=owner_id,
                 conversation_id=conversation_id,
@@ -507,12 +572,18 @@ class SafetyGate:
                 tool=call.name,
                 payload=payload,
             )
-            # The provider is a connector: while it fails, the browser and the shell may not
+            # The sender is a connector: while it fails, the browser and the shell may not
             # reach it instead (safety/policy.py).
-            meta = {"connector": self.deps.send_provider.connector()}
+            meta = {"connector": sender.connector()}
             if outcome.provider_id:
                 kind, is_error = "sent", False
-                text = f"Sent (provider id {outcome.provider_id}). The owner confirmed it."
+                text = f"Sent (id {outcome.provider_id}). The owner confirmed it."
+            elif outcome.uncertain:
+                kind, is_error = "send_failed", True
+                text = (
+                    f"Perhaps sent: {outcome.error}. Tell the owner to check before anything "
+                    "is sent again; do not try another way."
+                )
             else:
                 kind, is_error = "send_failed", True
                 text = f"Not sent: {outcome.error}. Tell the owner; do not try another way."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from datetime import timedelta
 
 from nightowl.config import Settings
@@ -60,14 +61,38 @@ class Heartbeat:
             waiting = has_waiting_turns(session)
         self._engine.relax_when_idle(waiting)
 
-    async def run(self) -> None:
-        """Beat and watch until cancelled."""
-        while True:
+    async def run(self, takes_over: bool = True) -> None:
+        """Beat and watch until cancelled (an API process, `takes_over` False, only beats:
+        it runs no turns to take over and polls no queue to pace).
+
+        The beat has a thread of its own: on the event loop's shared thread pool it waited
+        behind the turns' store work, and a busy worker (two workers on two cores, a backlog
+        of turns) missed its timeout, was taken over while alive, and both ran the same turns
+        (a step recorded twice failed them)."""
+        stop = threading.Event()
+        beater = threading.Thread(
+            target=self._beat_until, args=(stop,), name="heartbeat", daemon=True
+        )
+        beater.start()
+        try:
+            while True:
+                if takes_over:
+                    try:
+                        await asyncio.to_thread(self.take_over_dead)
+                        await asyncio.to_thread(self.pace_queue)
+                    except Exception:
+                        self._metrics.errors.labels(where="heartbeat").inc()
+                        log.exception("taking over dead workers failed; retrying")
+                await asyncio.sleep(self._settings.heartbeat_interval_s)
+        finally:
+            stop.set()
+
+    def _beat_until(self, stop: threading.Event) -> None:
+        """Beat every interval until `stop` is set (the heartbeat's own thread)."""
+        while not stop.is_set():
             try:
-                await asyncio.to_thread(self.beat_once)
-                await asyncio.to_thread(self.take_over_dead)
-                await asyncio.to_thread(self.pace_queue)
+                self.beat_once()
             except Exception:
                 self._metrics.errors.labels(where="heartbeat").inc()
                 log.exception("heartbeat failed; retrying")
-            await asyncio.sleep(self._settings.heartbeat_interval_s)
+            stop.wait(self._settings.heartbeat_interval_s)

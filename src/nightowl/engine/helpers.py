@@ -16,10 +16,13 @@ import asyncio
 import logging
 import shutil
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Literal
 
-from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
+from dbos import DBOS, PropagateOtelContext, SetEnqueueOptions, SetWorkflowID
 
+from nightowl.computer.sandbox import HOME_INSIDE, SandboxError
 from nightowl.engine.agent_loop import AgentLoop, LoopContext, LoopProfile
 from nightowl.engine.batches import take_turn_batch
 from nightowl.engine.parking import TurnParking
@@ -39,6 +42,7 @@ from nightowl.store.helpers import (
     isolated_computer_of,
     scratch_folder,
 )
+from nightowl.store.outages import outlast
 from nightowl.store.transcript import load_turn_entries
 from nightowl.tools.helpers import HELPER_TOOLS, REPORT
 from nightowl.tools.providers import Toolbox
@@ -122,16 +126,17 @@ class Helpers:
         database, metrics, running = deps.database, deps.metrics, deps.running
         parking = TurnParking(database, metrics, deps.max_recoveries)
 
-        @DBOS.step(name="nightowl.helper_begin")
-        async def begin(run_id: str) -> HelperInfo | None:
-            def take() -> HelperInfo | None:
-                with database.write() as session:
-                    helper = begin_run(session, run_id)
-                    if helper is not None:
-                        take_turn_batch(session, run_id)  # its task: the run's first message
-                    return helper
-
-            return await asyncio.to_thread(take)
+        # Not a DBOS step: every start of the run counts itself (parking) and begins in one
+        # transaction. Beginning again after a crash changes nothing: the run and the helper
+        # are marked once, the task's message is taken once (claimed), under the same keys.
+        def begin(run_id: str) -> HelperInfo | Literal["parked"] | None:
+            with database.write() as session:
+                if parking.count_or_park(session, run_id):
+                    return "parked"
+                helper = begin_run(session, run_id)
+                if helper is not None:
+                    take_turn_batch(session, run_id)  # its task: the run's first message
+                return helper
 
         @DBOS.step(name="nightowl.helper_end")
         async def finish(run_id: str, status: str, end: LoopEnd | None) -> None:
@@ -146,11 +151,13 @@ class Helpers:
                         return None
                     return helper, ending(helper, status, report, end)
 
-            ended = await asyncio.to_thread(record)
+            ended = await outlast(record)
             if ended is None:
                 return  # stopped (or ended) already: that end told the parent
             helper, text = ended
-            await asyncio.to_thread(self._tell_parent, helper, text)
+            # Once per run (the message's key is the run's): the parent is told after an
+            # outage as it would have been without one.
+            await outlast(self._tell_parent, helper, text)
             metrics.steps.labels(kind="helper_end").inc()
 
         @DBOS.step(name="nightowl.helper_cleanup")
@@ -161,21 +168,27 @@ class Helpers:
         async def helper(run_id: str) -> str:
             running.enter(run_id)
             try:
-                if await asyncio.to_thread(parking.start_or_park, run_id):
+                started = await outlast(begin, run_id)
+                if started == "parked":
+                    parking.report_parked(run_id)
                     await finish(run_id, "failed", None)
                     await cleanup(run_id)
                     return "parked"
-                started = await begin(run_id)
                 if started is None:
+                    # Stopped before it began, or ended and killed before its cleanup ran:
+                    # the cleanup is idempotent, run it (again).
+                    await cleanup(run_id)
                     return "stopped"
                 context = LoopContext(
                     HELPER_PROFILE,
                     run_id,
                     started.conversation_id,
                     started.owner_id,
-                    computer_id=await asyncio.to_thread(self._computer_id, started),
+                    computer_id=await outlast(self._computer_id, started),
                 )
-                end = await loop.run(context, deps.schedule_timer)
+                with deps.traces.agent_run(HELPER_PROFILE, run_id, context.conversation_id) as span:
+                    end = await loop.run(context, deps.schedule_timer)
+                    deps.traces.run_ended(span, end.outcome, end.error)
                 status = "done" if end.outcome == "done" else "failed"
                 await finish(run_id, status, end)
                 await cleanup(run_id)
@@ -194,9 +207,9 @@ class Helpers:
                         return None
                     return helper, ending(helper, "stopped", None, None)
 
-            ended = await asyncio.to_thread(record)
+            ended = await outlast(record)
             if ended is not None:
-                await asyncio.to_thread(self._tell_parent, *ended)
+                await outlast(self._tell_parent, *ended)
 
         @DBOS.workflow(name=HELPER_STOPPED)
         async def stopped(run_id: str) -> None:
@@ -219,7 +232,12 @@ class Helpers:
         """Enqueue a helper's run (a no-op if it was enqueued already: the id is the run's)."""
         del helper_id  # the run id names the helper's run
         assert self._queue is not None, "the engine is not launched"
-        with SetWorkflowID(run_id), SetEnqueueOptions(queue_partition_key=owner_id):
+        with (
+            SetWorkflowID(run_id),
+            SetEnqueueOptions(queue_partition_key=owner_id),
+            # Traced, the helper's run joins the trace of the turn that started it.
+            PropagateOtelContext() if self.deps.traces.enabled else nullcontext(),
+        ):
             await self._queue.enqueue_async(self._helper, run_id)  # type: ignore[attr-defined]
         self._nudge()  # dispatched now, not at the queue's next poll
 
@@ -264,13 +282,23 @@ class Helpers:
             with self.deps.database.read() as session:
                 return helper_of_run(session, run_id)
 
-        helper = await asyncio.to_thread(find)
+        helper = await outlast(find)
         computers = self.deps.computers
         if helper.kind == "isolated":
-            computer = await asyncio.to_thread(self._computer_id, helper)
+            computer = await outlast(self._computer_id, helper)
             if computers is not None:
                 await computers.destroy(computer)
                 await asyncio.to_thread(shutil.rmtree, computers.home(computer), True)
-        else:
-            scratch = self.deps.homes_dir / helper.owner_id / scratch_folder(helper.id)
-            await asyncio.to_thread(shutil.rmtree, scratch, True)
+        elif computers is not None:
+            # Removed inside the computer, as its user: the server (root) removing the folder
+            # on its own disk would follow a link the computer made on the way (`~/helpers`
+            # to anywhere on this machine), and on a computer tier the folder is on a host.
+            holder = f"{run_id}:cleanup"
+            folder = f"{HOME_INSIDE}/{scratch_folder(helper.id)}"
+            try:
+                sandbox = await computers.acquire(helper.owner_id, holder)
+                await sandbox.run(["rm", "-rf", "--", folder], timeout_s=120)
+            except SandboxError as error:
+                log.warning("a scratch folder was not removed", extra={"why": str(error)})
+            finally:
+                await computers.release(holder)

@@ -14,6 +14,7 @@ from nightowl.engine.model_calls import CallPlace, ModelCalls
 from nightowl.memory.memory_pass import MEMORY_STEP, run_memory_pass
 from nightowl.models.base import Model, is_transient
 from nightowl.store.database import Database
+from nightowl.store.outages import waits_out_outages
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ def build_memory_pass(database: Database, model: Model, calls: ModelCalls) -> St
         backoff_rate=2.0,
         should_retry=is_transient,
     )
+    @waits_out_outages  # it writes once per turn, however often it runs
     async def memory_pass(
         turn_id: str, conversation_id: str, owner_id: str, use_model: bool
     ) -> dict[str, Any]:

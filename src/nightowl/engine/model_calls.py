@@ -35,7 +35,7 @@ from nightowl.models.base import Model, ModelReply, ModelRequest, ToolSpec
 from nightowl.models.pricing import PriceTable
 from nightowl.store.compactions import latest_compaction
 from nightowl.store.database import Database
-from nightowl.store.step_results import Recorded, record_result, recorded_result
+from nightowl.store.step_results import record_result
 from nightowl.store.tables import utcnow
 from nightowl.store.transcript import (
     finish_model_call,
@@ -47,6 +47,7 @@ from nightowl.store.transcript import (
 )
 from nightowl.store.turns import note_progress, set_activity
 from nightowl.store.usage import spending_today
+from nightowl.tracing.spans import Traces
 
 log = logging.getLogger(__name__)
 
@@ -118,17 +119,13 @@ def begin_model_call(
     memory: str | None = None,
     pin: PromptPin | None = None,
     style: PromptStyle = PROMPT_STYLES["full"],
-) -> CallStart | Recorded:
+) -> CallStart:
     """Pin the prompt (once per conversation), check budgets and the guard, load the history
-    and record the call as started; or what an earlier attempt of this step returned.
+    and record the call as started (the caller looked for an earlier attempt's result of the
+    step first, `recorded_result`, in the same transaction).
     `memory`: the newest note's memory part as this run's first call found it (a run reads
     memory once: looking it up costs a dozen queries, and it changes little within a run);
     `style`: how much of the work log the model is shown (harness/prompt.py)."""
-    # An earlier attempt committed its reply and died before DBOS recorded the step: return
-    # that reply; calling again would ask about a history that already holds it.
-    earlier = recorded_result(session, model_step_key(turn_id, step))
-    if earlier is not None:
-        return earlier
     if pin is None:  # else the run's, as its first call found it (only compaction changes it)
         pin = conversation_pin(session, conversation_id, summaries, specs, groups, instructions)
     midnight = datetime.combine(utcnow().date(), day_start.min, tzinfo=utcnow().tzinfo)
@@ -168,15 +165,19 @@ def keep_reply(
     conversation_id: str,
     step: int,
     meta: dict[str, Any] | None = None,
+    progress: bool = True,
 ) -> None:
     """Store the reply in the transcript (with `meta`: what outside text memory showed the
     call, `CallStart.seen`) and the step's result; call it in the transaction that records
-    the call (`ModelCalls.call(then=...)`), so a re-run step finds both or neither."""
+    the call (`ModelCalls.call(then=...)`), so a re-run step finds both or neither.
+    `progress`: note that the run made progress (once per run in a process is enough: only a
+    start of its workflow counts a start again)."""
     entry = Entry(kind="assistant", text=reply.text, tool_calls=reply.tool_calls, meta=meta or {})
     key = model_step_key(run_id, step)
     put_entry(session, conversation_id, run_id, key, entry.to_dict())
     record_result(session, key, ModelStep(reply=reply).to_dict())
-    note_progress(session, run_id)
+    if progress:
+        note_progress(session, run_id)
 
 
 def record_outcome(
@@ -268,9 +269,11 @@ class ModelCalls:
         metrics: Metrics,
         prices: PriceTable,
         cache_lifetime_s: float,
+        traces: Traces | None = None,
     ) -> None:
         self.database, self.metrics = database, metrics
         self.prices, self.cache_lifetime_s = prices, cache_lifetime_s
+        self.traces = traces or Traces()  # a span per call
         # Told of each request's sections once recorded (a run keeps its last one, so its
         # next call need not look it up).
         self.sent: Callable[[CallPlace, tuple[list[list[Any]], datetime]], None] | None = None
@@ -289,12 +292,24 @@ class ModelCalls:
         records it (what the caller must commit with the reply, e.g. the transcript entry
         and the step's result), and its value is returned beside the reply."""
         started = utcnow()
-        try:
-            reply = await model.complete(request)
-        except Exception as error:
-            if place.record:
-                await asyncio.to_thread(fail_model_call, self.database, place.record, repr(error))
-            raise
+        with self.traces.model_call(
+            model.name,
+            request.purpose,
+            place.conversation_id,
+            place.run_id,
+            place.step,
+            request.messages,
+        ) as span:
+            try:
+                reply = await model.complete(request)
+            except Exception as error:
+                if place.record:
+                    await asyncio.to_thread(
+                        fail_model_call, self.database, place.record, repr(error)
+                    )
+                raise
+            cost = lambda: self.prices.cost(model.name, reply.usage)  # noqa: E731
+            self.traces.model_replied(span, reply, cost)
         shapes = [list(s) for s in request_sections(request)] if sections else None
 
         def save() -> tuple[CacheBreak | None, T | None]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 
+from sqlalchemy.orm import Session
+
 from nightowl.metrics import Metrics
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
@@ -41,23 +43,34 @@ class TurnParking:
     def start_or_park(self, turn_id: str) -> bool:
         """Count this start; True when the turn is parked and must not run."""
         with self._database.write() as session:
-            starts = count_start(session, turn_id)
-            if starts <= self._max_recoveries:
-                return False
-            deaths = starts - 1
-            conversation_id = park_turn(
-                session, turn_id, f"parked: its process died {deaths} times in a row while it ran"
+            parked = self.count_or_park(session, turn_id)
+        if parked:
+            self.report_parked(turn_id)
+        return parked
+
+    def count_or_park(self, session: Session, turn_id: str) -> bool:
+        """`start_or_park` in the caller's transaction (call `report_parked` after it when
+        True): a run that starts with other writes counts its start with them."""
+        starts = count_start(session, turn_id)
+        if starts <= self._max_recoveries:
+            return False
+        deaths = starts - 1
+        conversation_id = park_turn(
+            session, turn_id, f"parked: its process died {deaths} times in a row while it ran"
+        )
+        if conversation_id is not None:
+            deliver_to_user(
+                session,
+                conversation_id,
+                key=f"parked:{turn_id}",
+                body=parked_notice(deaths),
+                turn_id=turn_id,
+                role="notice",
+                meta={"important": True},
             )
-            if conversation_id is not None:
-                deliver_to_user(
-                    session,
-                    conversation_id,
-                    key=f"parked:{turn_id}",
-                    body=parked_notice(deaths),
-                    turn_id=turn_id,
-                    role="notice",
-                    meta={"important": True},
-                )
+        return True
+
+    def report_parked(self, turn_id: str) -> None:
+        """Count and log a parked run (after its transaction committed)."""
         self._metrics.turns_finished.labels(outcome="parked").inc()
         log.error("turn parked after repeated crashes", extra={"turn_id": turn_id})
-        return True

@@ -17,6 +17,9 @@ class RunningTurns:
     def __init__(self) -> None:
         self._tasks: dict[str, tuple[asyncio.Task[object], asyncio.AbstractEventLoop]] = {}
         self._lock = threading.Lock()
+        # Set as the process stops (a deploy, SIGTERM): the turns it cancels then were not
+        # cut off by anyone, they resume on the next start or on another worker.
+        self.closing = False
 
     def enter(self, turn_id: str) -> None:
         """Called by the turn workflow as it starts running."""

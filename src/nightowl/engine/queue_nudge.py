@@ -8,6 +8,13 @@ Installed before launch, this makes that event *nudgeable*: `nudge()` ends every
 current wait (or its next one, if it is busy polling) without signalling a stop, so it polls at
 once; `set()` still stops them. If a DBOS release moves these internals, `install` reports
 False and dispatch falls back to polling alone (a test notices).
+
+The same entry point lets an API process (`--role api`) run DBOS without dispatching: it
+enqueues, cancels, sends and schedules, but its queue thread returns at once, so no queue is
+polled in the process that answers requests. (`DBOS.listen_queues([])` is DBOS's own switch,
+but it still polls DBOS's internal queues; `DBOSClient` enqueues without a launch, but the
+helpers' and routines' DBOS calls would all need a second path.) A DBOS option to launch
+without the queue thread would remove this.
 """
 
 from __future__ import annotations
@@ -51,9 +58,14 @@ class QueueNudge:
     def __init__(self) -> None:
         self._event: NudgeableEvent | None = None
         self._original: Any = None
+        self.dispatch = True
 
-    def install(self) -> bool:
-        """Patch DBOS's queue-thread entry point (before `DBOS.launch`); True if it could."""
+    def install(self, dispatch: bool = True) -> bool:
+        """Patch DBOS's queue-thread entry point (before `DBOS.launch`); True if it could.
+
+        With `dispatch` False the queue thread does nothing: this process dequeues no
+        workflow, others (the workers) do."""
+        self.dispatch = dispatch
         current = getattr(dbos_internals, "queue_thread", None)
         if current is None:
             log.warning("DBOS has no queue_thread: queued turns start at the next poll")
@@ -63,6 +75,8 @@ class QueueNudge:
         original = getattr(current, "_nightowl_original", current)
 
         def queue_thread(stop_event: threading.Event, dbos: Any) -> None:
+            if not self.dispatch:
+                return
             if type(stop_event) is threading.Event:
                 stop_event.__class__ = NudgeableEvent
                 self._event = stop_event  # type: ignore[assignment]

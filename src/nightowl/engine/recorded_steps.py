@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
-from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from nightowl.models.base import is_transient
+from nightowl.store.outages import waits_out_outages
 from nightowl.store.tables import Turn
 
 
@@ -58,13 +58,17 @@ def recorded_step(
     """Run a step that keeps its own record, retrying transient failures."""
 
     def wrap(step: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        # The database going away (a restart) spends no try: the step waits for it, as DBOS
+        # does (the call's record was not committed).
+        outlasting = waits_out_outages(step)
+
         @functools.wraps(step)
         async def tried(*args: P.args, **kwargs: P.kwargs) -> R:
             errors: list[BaseException] = []
             wait = retries.interval_s
             while True:
                 try:
-                    return await step(*args, **kwargs)
+                    return await outlasting(*args, **kwargs)
                 except Exception as error:
                     if not is_transient(error) or retries.attempts <= 1:
                         raise
@@ -79,12 +83,17 @@ def recorded_step(
     return wrap
 
 
-def ensure_running(session: Session, run_id: str) -> None:
-    """Raise CancelledError if the run was stopped (preempted, stopped, parked) meanwhile."""
-    status = session.connection().execute(_STATUS, {"run_id": run_id}).scalar()
+def ensure_running(session: Session, run_id: str) -> Turn | None:
+    """Raise CancelledError if the run was stopped (preempted, stopped, parked) meanwhile;
+    the run's row. The session's identity map holds rows only while someone refers to them:
+    a caller that keeps the row gets it from the map when it (or what it calls) reads the turn
+    again in the same transaction (the model step's budget check, a helper's guidance)."""
+    turn = session.get(Turn, run_id)
+    stop_unless_running(run_id, turn.status if turn is not None else None)
+    return turn
+
+
+def stop_unless_running(run_id: str, status: str | None) -> None:
+    """Raise CancelledError if the run's status (None: not in the store) says it was stopped."""
     if status is not None and status != "running":
         raise asyncio.CancelledError(f"the run {run_id} was stopped ({status})")
-
-
-# Prebuilt: every model and tool step checks it.
-_STATUS = select(Turn.status).where(Turn.id == bindparam("run_id"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -14,6 +13,7 @@ from nightowl.router.priority import Priority
 from nightowl.router.router import IncomingMessage, Router
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound
+from nightowl.store.outages import outlast
 from nightowl.store.routines import (
     RoutineInfo,
     get_routine,
@@ -39,7 +39,9 @@ class RoutineSchedules:
 
         @DBOS.step(name="nightowl.fire_routine")
         async def fire(routine_id: str, scheduled_for: str) -> bool:
-            return await asyncio.to_thread(self._fire, routine_id, scheduled_for)
+            # Again whole while the database is away: the firing's message is keyed by the
+            # routine and the time it was due, so it is stored once.
+            return await outlast(self._fire, routine_id, scheduled_for)
 
         @DBOS.workflow(name="nightowl.routine")
         async def routine(scheduled_time: datetime, routine_id: Any) -> None:

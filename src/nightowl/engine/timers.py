@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 
 from dbos import DBOS
 
 from nightowl.router.priority import Priority
 from nightowl.router.router import IncomingMessage, Router
+from nightowl.store.outages import outlast
 
 TIMER_QUEUE = "nightowl-timers"
 TimerWorkflow = Callable[[str, str, str], Awaitable[None]]
@@ -33,7 +33,7 @@ def build_timer_workflow(router: Callable[[], Router]) -> TimerWorkflow:
             priority=Priority.TIMER,
             role="notice",
         )
-        await asyncio.to_thread(router().accept, incoming)
+        await outlast(router().accept, incoming)  # once: keyed by the timer
 
     @DBOS.workflow(name="nightowl.timer")
     async def timer(timer_id: str, conversation_id: str, note: str) -> None:

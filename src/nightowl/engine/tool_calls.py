@@ -17,9 +17,10 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from nightowl.engine.recorded_steps import ensure_running
+from nightowl.engine.recorded_steps import stop_unless_running
 from nightowl.engine.timers import timer_workflow_id
 from nightowl.engine.turn_deps import TurnDeps
+from nightowl.evals.capture import TOOL_ERRORS_IN_A_ROW, Flag, failing_in_a_row, flag_failure
 from nightowl.harness.loop import ToolOutcome
 from nightowl.harness.outputs import is_large, preview
 from nightowl.harness.transcript import Entry, ToolCall
@@ -27,13 +28,14 @@ from nightowl.safety.vault import SecretScope
 from nightowl.store.blobs import put_text
 from nightowl.store.database import Database
 from nightowl.store.output_blobs import record_output_blob
-from nightowl.store.step_results import Recorded, record_result, recorded_result
+from nightowl.store.step_results import Recorded, record_result
 from nightowl.store.tables import utcnow
+from nightowl.store.tool_steps import tool_step_state
 from nightowl.store.transcript import (
     finish_tool_run,
+    load_turn_entries,
     put_entry,
     start_tool_run,
-    unfinished_tool_run,
 )
 from nightowl.store.turns import set_activity
 from nightowl.store.wakes import record_timer
@@ -79,28 +81,34 @@ async def run_tool_call(
 
     def start() -> Recorded | _Started:
         # One trip to a thread for all the call needs before it runs: the tools the
-        # conversation may use now, the owner's secrets (both read before, never inside, the
-        # write transaction) and the run's record.
+        # conversation may use now (read before the write transaction), the owner's secrets
+        # and the run's record.
         registry = (
             tools
             if isinstance(tools, ToolRegistry)
             else conversation_tools(deps.database, tools, conversation_id)
         )
         tool = registry.get(call.name)
-        scope = deps.gate.secrets(owner_id) if deps.gate else SecretScope()
         with deps.database.write() as session:
-            earlier = recorded_result(session, step_key)
-            if earlier is not None:
-                return earlier
-            ensure_running(session, turn_id)
-            died = unfinished_tool_run(session, step_key) is not None
+            state = tool_step_state(session, step_key, turn_id)
+            if state.recorded is not None:
+                return state.recorded
+            stop_unless_running(turn_id, state.run_status)
+            died = state.unfinished
+            # Opened before the run is recorded: a vault that does not open fails the step
+            # without leaving a run that looks cut off by a crash.
+            sealed = deps.gate.sealed(session, owner_id) if deps.gate else []
+            scope = deps.gate.scope_of(owner_id, sealed) if deps.gate else SecretScope()
+            read = None
             if tool is not None:
                 set_activity(session, turn_id, tool.activity)
+                # What the tool needs from the store (a connector's current settings).
+                read = tool.read_before(session) if tool.read_before else None
             effect = tool.effect if tool else "read"
             run_id = start_tool_run(
                 session, conversation_id, turn_id, call.id, call.name, effect, step_key
             )
-            return _Started(registry, tool, effect, scope, run_id, died)
+        return _Started(registry, tool, effect, scope, run_id, died, read)
 
     started = await asyncio.to_thread(start)
     if isinstance(started, Recorded):
@@ -125,9 +133,13 @@ async def run_tool_call(
             slot,
             effect,
             computer_id,
+            started.read,
         )
     trust = result_trust(tool, result)
     content, meta = result.content, dict(result.meta)
+    if scope.redactor:
+        deps.traces.scrub_with(owner_id, scope.redactor.redact)
+    deps.traces.tool_ran(effect, content)
     if is_large(content):
         reference = await asyncio.to_thread(put_text, deps.blob_dir, content)
         content = preview(content, reference)
@@ -160,6 +172,10 @@ async def run_tool_call(
             if "blob" in meta:
                 record_output_blob(session, owner_id, meta["blob"], trust)
             finish_tool_run(session, run_id, result.is_error)
+            if result.is_error and failing_in_a_row(load_turn_entries(session, turn_id)):
+                why = f"{TOOL_ERRORS_IN_A_ROW} tool calls in a row failed, the last {call.name}"
+                flag = Flag("tool_error_loop", conversation_id, turn_id, why, f"{turn_id}:errors")
+                flag_failure(session, flag, deps.gate.deps.vault_key if deps.gate else None)
             timer = result.meta.get("timer")
             if timer:  # remembered so the server knows what will wake the conversation
                 record_timer(
@@ -178,8 +194,9 @@ async def run_tool_call(
 @dataclass(frozen=True)
 class _Started:
     """What a tool call's first write found and made: the tools it may use, its tool (None:
-    unknown), that tool's effect, the owner's secrets, the run's id, and whether an earlier
-    attempt of the same step died while its tool ran."""
+    unknown), that tool's effect, the owner's secrets, the run's id, whether an earlier
+    attempt of the same step died while its tool ran, and what the tool read before it runs
+    (`Tool.read_before`)."""
 
     registry: ToolRegistry
     tool: Tool | None
@@ -187,6 +204,7 @@ class _Started:
     scope: SecretScope
     run_id: str
     died: bool
+    read: Any = None
 
 
 def result_trust(tool: Tool | None, result: ToolResult) -> str:
@@ -217,6 +235,7 @@ async def _run(
     slot: str,
     effect: str,
     computer_id: str = "",
+    read: Any = None,
 ) -> ToolResult:
     """Run the tool with secrets substituted in its arguments and redacted from its result."""
     parsed = scope.parse(registry, call.name, effect, call.arguments)
@@ -236,6 +255,7 @@ async def _run(
         redaction=scope.redactor.spec() if scope.redactor else None,  # safety: secrets
         tools=registry,
         computer_id=computer_id,
+        read_before=read,
     )
     try:
         result = await tool.run(parsed, context)
@@ -245,4 +265,8 @@ async def _run(
             f"{call.name} failed: {error}. Try different arguments or another way.",
             is_error=True,
         )
+    # The computer came back from an older snapshot (its host died): the agent must know.
+    notice = deps.computers.take_notice(turn_id) if deps.computers is not None else None
+    if notice:
+        result = replace(result, content=f"{notice}\n{result.content}")
     return scope.redact_result(result)

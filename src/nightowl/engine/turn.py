@@ -15,17 +15,19 @@ from dbos import DBOS
 
 from nightowl.engine.agent_loop import AgentLoop, LoopContext, LoopProfile, failure_text
 from nightowl.engine.batches import Batch, take_turn_batch
-from nightowl.engine.compaction import plan_compaction
+from nightowl.engine.compaction import compaction_wanted
 from nightowl.engine.durable import TurnWorkflow
 from nightowl.engine.memory_pass import build_memory_pass, is_local
 from nightowl.engine.model_calls import ModelCalls
 from nightowl.engine.parking import TurnParking
 from nightowl.engine.turn_deps import TurnDeps
+from nightowl.evals.capture import Flag, flag_failure
 from nightowl.harness.loop import LoopEnd
 from nightowl.harness.prompt import instructions_for, style_of
 from nightowl.logs import log_context
 from nightowl.models.base import Model
 from nightowl.store.database import Database
+from nightowl.store.outages import outlast
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.turns import (
     finish_turn,
@@ -56,6 +58,7 @@ def turn_profile(model: Model, deps: TurnDeps) -> LoopProfile:
 def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> TurnWorkflow:
     """Register the turn workflow and its own steps with DBOS and return the workflow."""
     database, metrics, running = deps.database, deps.metrics, deps.running
+    vault_key = deps.gate.deps.vault_key if deps.gate is not None else None
     remember = build_memory_pass(database, deps.model, calls) if deps.model is not None else None
     pass_uses_model = deps.memory_pass == "on" or (
         deps.memory_pass == "auto" and deps.model is not None and not is_local(deps.model)
@@ -72,7 +75,7 @@ def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> T
         # A preempted turn's task marks itself stopped within milliseconds; wait for that so
         # two turns of a conversation never overlap (a turn of a dead worker: give up waiting).
         for _ in range(100):
-            if not await asyncio.to_thread(still_stopping):
+            if not await outlast(still_stopping):
                 break
             await asyncio.sleep(0.02)
 
@@ -81,7 +84,7 @@ def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> T
                 return take_turn_batch(session, turn_id)
 
         metrics.steps.labels(kind="take_batch").inc()
-        return await asyncio.to_thread(claim)
+        return await outlast(claim)
 
     @DBOS.step(name="nightowl.tell_user")
     async def tell_user(
@@ -89,6 +92,9 @@ def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> T
     ) -> None:
         def deliver() -> None:
             with database.write() as session:
+                if key == "guard":  # the guard stopped the turn: a draft eval case
+                    flag = Flag("guard_stop", conversation_id, turn_id, text, turn_id)
+                    flag_failure(session, flag, vault_key)
                 deliver_to_user(
                     session,
                     conversation_id,
@@ -98,22 +104,24 @@ def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> T
                     role="notice",
                 )
 
-        await asyncio.to_thread(deliver)
-
-    @DBOS.step(name="nightowl.plan_compaction")
-    async def compaction_due(conversation_id: str, turn_id: str) -> bool:
-        return await asyncio.to_thread(
-            plan_compaction, database, deps.compaction, conversation_id, turn_id
-        )
+        await outlast(deliver)
 
     @DBOS.step(name="nightowl.finish_turn")
-    async def record_finish(turn_id: str, status: str, error: str | None) -> None:
-        def finish() -> None:
+    async def record_finish(
+        turn_id: str, conversation_id: str, status: str, error: str | None
+    ) -> bool:
+        """Record how the turn ended; True when the conversation is due a compaction (planned
+        in the same transaction: one step at the end of every turn, not two)."""
+
+        def finish() -> bool:
             with database.write() as session:
                 finish_turn(session, turn_id, status=status, error=error)
+                return deps.schedule_compaction is not None and compaction_wanted(
+                    session, deps.compaction, conversation_id, turn_id
+                )
 
         metrics.steps.labels(kind="finish_turn").inc()
-        await asyncio.to_thread(finish)
+        return await outlast(finish)
 
     async def say_how_it_ended(turn_id: str, conversation_id: str, end: LoopEnd) -> None:
         """What the owner hears when the loop did not finish: a stop (a budget speaks once a
@@ -144,6 +152,8 @@ def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> T
                 return "parked"
             return await run_turn(turn_id)
         except asyncio.CancelledError:
+            if running.closing:
+                raise  # the process is stopping: the turn resumes after it, as it was
             # The owner cut in: say so at once (the next turn records what was cut off).
             await asyncio.to_thread(_mark_preempted, database, turn_id)
             metrics.turns_finished.labels(outcome="preempted").inc()
@@ -159,7 +169,10 @@ def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> T
         metrics.turns_started.inc()
         batch = await take_batch(turn_id)
         conversation_id = batch.conversation_id
-        with log_context(conversation_id=conversation_id, turn_id=turn_id):
+        with (
+            log_context(conversation_id=conversation_id, turn_id=turn_id),
+            deps.traces.agent_run(TURN_PROFILE, turn_id, conversation_id) as span,
+        ):
             log.info("turn took its batch", extra={"batch_seqs": batch.seqs})
             outcome, error = "done", None
             # An empty batch: a more urgent turn already took these messages.
@@ -182,16 +195,17 @@ def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> T
                         "Send a message to try again.",
                     )
             status = "failed" if outcome == "failed" else "done"
-            await record_finish(turn_id, status, error or (None if status == "done" else outcome))
+            due = await record_finish(
+                turn_id, conversation_id, status, error or (None if status == "done" else outcome)
+            )
             if remember is not None and batch.seqs:
                 # A turn stopped by a budget or the guard, or failed, spends no more on models.
                 use_model = pass_uses_model and outcome == "done"
                 await remember(turn_id, conversation_id, batch.owner_id, use_model)
-            if deps.schedule_compaction is not None and await compaction_due(
-                conversation_id, turn_id
-            ):
+            if due and deps.schedule_compaction is not None:
                 # A durable delayed workflow: it compacts only if the conversation stays quiet.
                 await deps.schedule_compaction(conversation_id, turn_id, deps.compaction.idle_s)
+            deps.traces.run_ended(span, outcome, error)
             metrics.turns_finished.labels(outcome=outcome).inc()
             metrics.turn_seconds.observe(time.perf_counter() - started)
             log.info("turn finished", extra={"outcome": outcome})

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.computer.computers import Computers
+from nightowl.computer.remote import RemoteComputers
 from nightowl.engine.compaction import CompactionSettings
 from nightowl.engine.gate import SafetyGate
 from nightowl.engine.preemption import RunningTurns
@@ -18,6 +19,7 @@ from nightowl.models.base import Model
 from nightowl.models.pricing import PriceTable
 from nightowl.store.database import Database
 from nightowl.tools.providers import Toolbox
+from nightowl.tracing.spans import Traces
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class TurnDeps:
     homes_dir: Path
     answer_wait_s: float = 7 * 24 * 3600.0
     max_attachment_bytes: int = 25 * 1024 * 1024
-    computers: Computers | None = None
+    computers: Computers | RemoteComputers | None = None
     prices: PriceTable = field(default_factory=PriceTable)
     cache_lifetime_s: float = 300.0  # how long a provider keeps a prefix cached
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
@@ -46,3 +48,4 @@ class TurnDeps:
     gate: SafetyGate | None = None
     # A turn whose process died this many times while it ran is parked (engine/parking.py).
     max_recoveries: int = 3
+    traces: Traces = field(default_factory=Traces)  # spans of runs and tool calls

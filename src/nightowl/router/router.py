@@ -12,6 +12,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from nightowl.evals.capture import Flag, flag_failure, says_misunderstood
 from nightowl.router.group_commit import GroupCommit
 from nightowl.router.priority import AT_ONCE, Priority
 from nightowl.store.conversations import MessageInfo, NewMessage, append_to_conversations
@@ -21,6 +22,7 @@ from nightowl.store.ids import new_id
 from nightowl.store.questions import Answered, answer_question
 from nightowl.store.tables import Conversation, Message, Trigger, utcnow
 from nightowl.store.turns import TurnInfo, mark_preempted_many, queue_turns, running_turn_ids
+from nightowl.tracing.spans import Traces
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +119,12 @@ class Router:
         batch_window_s: float = 0.0,
         helpers: HelperStopper | None = None,
         answers: AnswerWaker | None = None,
+        traces: Traces | None = None,
+        vault_key: bytes | None = None,
     ) -> None:
         self._database = database
+        self._traces = traces or Traces()  # a span per trigger: the decision it got
+        self._vault_key = vault_key  # redacts the owner's secrets from eval cases it flags
         self._answers = answers
         self._queue = queue
         self._helpers = helpers
@@ -253,7 +259,9 @@ class Router:
                 staged.logs.append((incoming, message, turn.id))
             urgent = [c for c, levels in priorities.items() if Priority.OWNER_DIRECT in levels]
             for conversation_id in urgent:
-                staged.preempt.extend(running_turn_ids(session, conversation_id))
+                running = running_turn_ids(session, conversation_id)
+                staged.preempt.extend(running)
+                self._flag_misunderstood(session, running, by_conversation[conversation_id])
             # A key seen before this batch answers with its original message (committed
             # by now: a conflicting insert waits for the other transaction to end).
             seen = self._seen_many(session, [key for key in first_of_key if key not in claimed])
@@ -271,6 +279,23 @@ class Router:
         effects.wake.extend(staged.wake)
         return outcomes
 
+    def _flag_misunderstood(
+        self, session: Session, running: list[str], arrivals: list[IncomingMessage]
+    ) -> None:
+        """A correction that cuts in saying the agent got it wrong makes a draft eval case
+        of the turn it stops (evals/capture.py says which words count)."""
+        for turn_id in running:
+            for incoming in arrivals:
+                if incoming.priority == Priority.OWNER_DIRECT and says_misunderstood(incoming.text):
+                    flag = Flag(
+                        "misunderstood",
+                        incoming.conversation_id,
+                        turn_id,
+                        incoming.text,
+                        f"{turn_id}:{incoming.source}:{incoming.idempotency_key}",
+                    )
+                    flag_failure(session, flag, self._vault_key)
+
     def _already_seen(
         self, incoming: IncomingMessage, error: BaseException | None
     ) -> Accepted | BaseException:
@@ -284,6 +309,15 @@ class Router:
         return error or RuntimeError(f"trigger {incoming.idempotency_key!r} has no message")
 
     def _apply(self, effects: _Effects) -> None:
+        if effects.preempt:
+            # The owner's direct message is a correction: the running turn stops now and the
+            # next one starts with the message and a record of what was cut off. Marked in
+            # the store first: a turn on another worker notices at its next step.
+            stopping = list(dict.fromkeys(effects.preempt))
+            with self._database.write() as session:
+                mark_preempted_many(session, stopping)
+            self._queue.preempt(stopping)
+        due = {turn.id: (turn, urgent) for turn, urgent in effects.wake}
         for incoming, message, turn_id in effects.logs:
             log.info(
                 "trigger accepted",
@@ -294,19 +328,25 @@ class Router:
                     "seq": message.seq,
                 },
             )
-        if effects.preempt:
-            # The owner's direct message is a correction: the running turn stops now and the
-            # next one starts with the message and a record of what was cut off. Marked in
-            # the store first: a turn on another worker notices at its next step.
-            stopping = list(dict.fromkeys(effects.preempt))
-            with self._database.write() as session:
-                mark_preempted_many(session, stopping)
-            self._queue.preempt(stopping)
-        for turn, urgent in effects.wake:
-            # The owner's direct message and a helper's report start at once; anything else
-            # waits a moment so that a burst (a group thread, a webhook storm) is answered by
-            # one turn.
-            self._queue.wake(turn, 0.0 if urgent else self._batch_window_s)
+            waking = due.pop(turn_id, None)
+            with self._traces.routed(
+                source=incoming.source,
+                conversation_id=incoming.conversation_id,
+                message_id=message.id,
+                turn_id=turn_id,
+                priority=int(incoming.priority),
+                new_turn=waking is not None,
+            ):
+                if waking is not None:  # woken in its first trigger's trace
+                    self._wake(*waking)
+        for turn, urgent in due.values():
+            self._wake(turn, urgent)
+
+    def _wake(self, turn: TurnInfo, urgent: bool) -> None:
+        # The owner's direct message and a helper's report start at once; anything else
+        # waits a moment so that a burst (a group thread, a webhook storm) is answered by
+        # one turn.
+        self._queue.wake(turn, 0.0 if urgent else self._batch_window_s)
 
     @staticmethod
     def _seen_many(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -22,7 +22,28 @@ from nightowl.store.tables import SendRecord, utcnow
 
 
 class SendFailed(Exception):
-    """The provider refused or could not be reached; the message says what happened."""
+    """The provider refused or could not be reached; the message says what happened.
+    `uncertain`: an earlier attempt may have gone out and the provider cannot tell."""
+
+    def __init__(self, message: str, *, uncertain: bool = False) -> None:
+        super().__init__(message)
+        self.uncertain = uncertain
+
+
+class Sender(Protocol):
+    """Whatever performs a send: the HTTP send provider, the owner's mail channel."""
+
+    def connector(self) -> dict[str, Any]:
+        """The service and hosts it reaches (while it fails, no other way may reach them)."""
+        ...
+
+    async def send(self, key: str, payload: dict[str, Any]) -> str:
+        """Perform the send under the idempotency key; its id (raise SendFailed)."""
+        ...
+
+    async def lookup(self, key: str) -> str | None:
+        """The id of an earlier send under this key, None if there was none."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,7 @@ class SendOutcome:
 
     provider_id: str | None
     error: str | None = None
+    uncertain: bool = False  # it may have been sent before a crash; nobody can tell
 
 
 def _intent(database: Database, key: str, fields: dict[str, Any]) -> SendRecord | None:
@@ -94,7 +116,7 @@ def _finish(database: Database, key: str, provider_id: str | None, error: str | 
 
 async def perform_send(
     database: Database,
-    provider: SendProvider,
+    provider: Sender,
     key: str,
     *,
     owner_id: str,
@@ -123,7 +145,7 @@ async def perform_send(
         provider_id = await provider.send(key, payload)
     except SendFailed as error:
         await asyncio.to_thread(_finish, database, key, None, str(error))
-        return SendOutcome(None, str(error))
+        return SendOutcome(None, str(error), error.uncertain)
     await asyncio.to_thread(_finish, database, key, provider_id, None)
     return SendOutcome(provider_id)
 

@@ -115,9 +115,14 @@ def bindings_of(session: Session, owner_id: str) -> dict[str, list[str]]:
 
 def open_secrets(session: Session, key: bytes, owner_id: str) -> dict[str, str]:
     """Every secret of the owner, decrypted (for substitution and redaction only)."""
+    return open_sealed(key, sealed_of(session, owner_id))
+
+
+def open_sealed(key: bytes, sealed: list[tuple[str, str]]) -> dict[str, str]:
+    """Secrets read sealed (`sealed_of`), decrypted: read in a transaction, opened after it."""
     fernet = Fernet(key)
     opened = {}
-    for name, ciphertext in sealed_of(session, owner_id):
+    for name, ciphertext in sealed:
         try:
             opened[name] = fernet.decrypt(ciphertext.encode()).decode()
         except InvalidToken as error:

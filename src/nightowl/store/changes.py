@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -23,6 +23,8 @@ from sqlalchemy.orm import Session
 from nightowl.store.database import Database
 
 CHANNEL = "nightowl_changes"
+# "A workflow was enqueued": an API process, which dispatches none, wakes the workers' queues.
+DISPATCH_CHANNEL = "nightowl_dispatch"
 log = logging.getLogger(__name__)
 
 
@@ -61,6 +63,12 @@ def record_changes(session: Session, changes: list[Change]) -> None:
         connection.execute(_NOTIFY_MANY, {"channel": CHANNEL, "payloads": payloads})
     else:
         session.info.setdefault("changes", []).extend(changes)
+
+
+def announce_dispatch(database: Database) -> None:
+    """Tell every process listening on PostgreSQL that something waits to be dispatched."""
+    with database.write() as session:
+        session.execute(_NOTIFY, {"channel": DISPATCH_CHANNEL, "payload": ""})
 
 
 class Subscription:
@@ -102,6 +110,8 @@ class ChangeFeed:
         self._lock = threading.Lock()
         self._listener: threading.Thread | None = None
         self._stop = threading.Event()
+        # Called on the listener thread when another process announces an enqueue.
+        self.on_dispatch: list[Callable[[], None]] = []
         if database.is_postgres:
             return
         event.listen(database.write_sessions, "after_commit", self._after_commit)
@@ -159,10 +169,16 @@ class ChangeFeed:
             try:
                 with psycopg.connect(dsn, autocommit=True) as connection:
                     connection.execute(f"LISTEN {CHANNEL}")
+                    if self.on_dispatch:
+                        connection.execute(f"LISTEN {DISPATCH_CHANNEL}")
                     ready.set()
                     while not self._stop.is_set():
                         for note in connection.notifies(timeout=0.5):
-                            self.publish(Change(**json.loads(note.payload)))
+                            if note.channel == DISPATCH_CHANNEL:
+                                for wake in self.on_dispatch:
+                                    wake()
+                            else:
+                                self.publish(Change(**json.loads(note.payload)))
             except psycopg.Error:
                 log.warning("change feed lost its PostgreSQL connection; reconnecting")
                 self._stop.wait(0.5)

@@ -7,7 +7,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from nightowl.store.tables import Base, BigId, utcnow
@@ -30,6 +40,9 @@ class ChannelRow(Base):
     error: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The worker whose listener runs (one at a time across workers), until its lease lapses.
+    listener: Mapped[str | None] = mapped_column(String(200), default=None)
+    listener_until: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class ChannelBinding(Base):
@@ -47,6 +60,9 @@ class ChannelBinding(Base):
     address: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     planned_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # A channel with `alerts` on carries the owner's other conversations' important messages
+    # only (approvals, questions: store/channel_alerts.py), to the owner's own chat.
+    alerts_only: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class ChannelThreadRef(Base):
@@ -68,6 +84,7 @@ class ChannelDelivery(Base):
     __table_args__ = (
         UniqueConstraint("message_id", "channel_id", name="uq_channel_delivery"),
         Index("ix_channel_deliveries_due", "state", "next_at"),
+        Index("ix_channel_deliveries_external", "channel_id", "external_id"),
     )
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     channel_id: Mapped[str] = mapped_column(ForeignKey("channels.id", ondelete="CASCADE"))

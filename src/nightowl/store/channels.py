@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from nightowl.store.channel_alerts import alert_worthy
 from nightowl.store.channel_tables import (
     ChannelBinding,
     ChannelDelivery,
@@ -23,7 +24,7 @@ from nightowl.store.errors import Conflict, Invalid, NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.tables import Conversation, Message, utcnow
 
-KINDS = ("email", "matrix")
+KINDS = ("email", "matrix", "slack", "telegram")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 
@@ -41,6 +42,7 @@ class ChannelInfo:
     error: str
     created_at: datetime
     updated_at: datetime
+    listener: str = ""  # the worker listening on it ("" while none holds the lease)
 
 
 def _info(row: ChannelRow) -> ChannelInfo:
@@ -55,6 +57,7 @@ def _info(row: ChannelRow) -> ChannelInfo:
         row.error,
         row.created_at,
         row.updated_at,
+        row.listener or "",
     )
 
 
@@ -222,7 +225,10 @@ def bind(session: Session, channel_id: str, conversation_id: str, address: dict[
             ChannelBinding.conversation_id == conversation_id,
         )
     )
-    if existing is not None:
+    if existing is not None:  # shown in full from now on (it may have carried alerts only)
+        session.execute(
+            update(ChannelBinding).where(ChannelBinding.id == existing).values(alerts_only=False)
+        )
         return existing
     last_seq = session.scalar(
         select(Conversation.last_seq).where(Conversation.id == conversation_id)
@@ -277,6 +283,8 @@ class DueDelivery:
     body: str
     meta: dict[str, Any]
     address: dict[str, Any]
+    # An earlier attempt's claim lapsed mid-send (a crash): it may have landed already.
+    uncertain: bool = False
 
 
 def plan_deliveries(session: Session) -> int:
@@ -290,15 +298,16 @@ def plan_deliveries(session: Session) -> int:
             ChannelBinding.conversation_id,
             ChannelBinding.planned_seq,
             Conversation.last_seq,
+            ChannelBinding.alerts_only,
         )
         .join(Conversation, Conversation.id == ChannelBinding.conversation_id)
         .where(Conversation.last_seq > ChannelBinding.planned_seq)
     ).all()
     made = 0
     now = utcnow()
-    for binding_id, channel_id, conversation_id, planned, last in bindings:
+    for binding_id, channel_id, conversation_id, planned, last, alerts_only in bindings:
         messages = session.execute(
-            select(Message.id, Message.seq)
+            select(Message.id, Message.seq, Message.meta)
             .where(
                 Message.conversation_id == conversation_id,
                 Message.seq > planned,
@@ -321,7 +330,8 @@ def plan_deliveries(session: Session) -> int:
                 "error": "",
                 "created_at": now,
             }
-            for message_id, seq in messages
+            for message_id, seq, meta in messages
+            if not alerts_only or alert_worthy(meta or {})
         ]
         _insert_ignore(session, ChannelDelivery, rows, ["message_id", "channel_id"])
         made += len(rows)
@@ -383,6 +393,7 @@ def claim_due(
             blocked.add(row.binding_id)
     due_list = []
     for row in taken:
+        uncertain = row.state == "sending"
         row.state, row.attempts = "sending", row.attempts + 1
         row.lease_until = now + timedelta(seconds=lease_s)
         message = session.get(Message, row.message_id)
@@ -401,6 +412,7 @@ def claim_due(
                 message.body,
                 dict(message.meta or {}),
                 dict(binding.address or {}),
+                uncertain,
             )
         )
     session.flush()
@@ -474,3 +486,43 @@ def deliveries_of(session: Session, message_id: str) -> list[tuple[str, str, int
         ).where(ChannelDelivery.message_id == message_id)
     )
     return [(r[0], r[1], int(r[2]), r[3]) for r in rows]
+
+
+def delivered_as(session: Session, channel_id: str, external_id: str) -> tuple[str, str] | None:
+    """(message id, conversation id) of the agent message the channel knows by this id (a
+    reaction names the event it reacts to), or None."""
+    row = session.execute(
+        select(ChannelDelivery.message_id, ChannelDelivery.conversation_id).where(
+            ChannelDelivery.channel_id == channel_id,
+            ChannelDelivery.external_id == external_id[:300],
+        )
+    ).first()
+    return (row[0], row[1]) if row is not None else None
+
+
+def claim_listener(session: Session, channel_id: str, worker: str, lease_s: float) -> bool:
+    """Take or renew the channel's listener lease for `worker`: True while it is this
+    worker's (nobody held it, it held it, or the holder's lease lapsed: a dead worker)."""
+    now = utcnow()
+    taken = session.execute(
+        update(ChannelRow)
+        .where(
+            ChannelRow.id == channel_id,
+            or_(
+                ChannelRow.listener.is_(None),
+                ChannelRow.listener == worker,
+                ChannelRow.listener_until < now,
+            ),
+        )
+        .values(listener=worker, listener_until=now + timedelta(seconds=lease_s))
+    )
+    return bool(taken.rowcount)  # type: ignore[attr-defined]
+
+
+def release_listener(session: Session, channel_id: str, worker: str) -> None:
+    """Give the lease up (a worker stopping): another worker takes the channel at once."""
+    session.execute(
+        update(ChannelRow)
+        .where(ChannelRow.id == channel_id, ChannelRow.listener == worker)
+        .values(listener=None, listener_until=None)
+    )

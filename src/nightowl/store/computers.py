@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.tables import Computer, utcnow
@@ -63,6 +63,67 @@ def record_awake(session: Session, user_id: str) -> None:
     row.state = "awake"
 
 
+def snapshot_references(session: Session) -> list[str]:
+    """Every computer's last snapshot (`blob:<sha256>`): what a backup must keep."""
+    found = session.scalars(
+        select(Computer.snapshot).where(Computer.snapshot.is_not(None)).order_by(Computer.uid)
+    )
+    return [reference for reference in found if reference]
+
+
 def list_computers(session: Session) -> list[ComputerRecord]:
     """Every user's computer."""
     return [_record(r) for r in session.scalars(select(Computer).order_by(Computer.uid))]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a user's computer is awake (a computer tier), and until when the lease holds."""
+
+    host: str | None
+    until: datetime | None
+
+    def held_by_other(self, host: str, now: datetime) -> bool:
+        """Whether another host holds a lease that has not lapsed."""
+        return self.host not in (None, host) and self.until is not None and self.until >= now
+
+
+def placement_of(session: Session, user_id: str) -> Placement:
+    """The host the user's computer is on now (host None: on none)."""
+    row = session.get(Computer, user_id)
+    return Placement(row.host, row.host_until) if row is not None else Placement(None, None)
+
+
+def claim_placement(session: Session, user_id: str, host: str, lease_s: float) -> Placement | None:
+    """Place the computer on `host` (or renew it there): the placement it had before, or None
+    when another host holds a lease that has not lapsed (that host is alive: go there)."""
+    now = utcnow()
+    before = placement_of(session, user_id)
+    taken = session.execute(
+        update(Computer)
+        .where(
+            Computer.user_id == user_id,
+            or_(Computer.host.is_(None), Computer.host == host, Computer.host_until < now),
+        )
+        .values(host=host, host_until=now + timedelta(seconds=lease_s))
+    )
+    return before if taken.rowcount else None  # type: ignore[attr-defined]
+
+
+def renew_placements(session: Session, host: str, lease_s: float) -> int:
+    """Extend the lease of every computer on `host` (its heartbeat); how many."""
+    renewed = session.execute(
+        update(Computer)
+        .where(Computer.host == host)
+        .values(host_until=utcnow() + timedelta(seconds=lease_s))
+    )
+    return int(renewed.rowcount)  # type: ignore[attr-defined]
+
+
+def release_placement(session: Session, user_id: str, host: str) -> None:
+    """The computer left `host` (it sleeps): it may wake on any host at once."""
+    session.execute(
+        update(Computer)
+        .where(Computer.user_id == user_id, Computer.host == host)
+        .values(host=None, host_until=None)
+    )

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.orm import Session
 
 from nightowl.store.connector_tables import ConnectorRow, ConversationConnectors
@@ -139,6 +139,52 @@ def get_connector(session: Session, owner_id: str, name: str) -> ConnectorInfo:
     return _info(_existing(session, owner_id, name))
 
 
+def connector_to_call(session: Session, owner_id: str, name: str) -> ConnectorInfo | None:
+    """The owner's connector as a call needs it now (None when it was removed): how to reach
+    it and what the owner decided, without the tools it listed (left empty: a call never
+    reads them, and parsing a listing costs more than the rest of the row). Every connector
+    call runs it, so it is one prebuilt statement."""
+    row = session.connection().execute(_TO_CALL, {"owner_id": owner_id, "name": name}).first()
+    if row is None:
+        return None
+    return ConnectorInfo(
+        id=row.id,
+        owner_id=owner_id,
+        name=name,
+        transport=row.transport,
+        command=list(row.command or []),
+        url=row.url,
+        headers={str(k): str(v) for k, v in (row.headers or {}).items()},
+        auth=row.auth,
+        description=row.description,
+        trusted=bool(row.trusted),
+        effects={str(k): str(v) for k, v in (row.effects or {}).items()},
+        sampling=bool(row.sampling),
+        listed_at=row.listed_at,
+        status=row.status,
+        error=row.error,
+        oauth=dict(row.oauth or {}),
+    )
+
+
+_TO_CALL = select(
+    ConnectorRow.id,
+    ConnectorRow.transport,
+    ConnectorRow.command,
+    ConnectorRow.url,
+    ConnectorRow.headers,
+    ConnectorRow.auth,
+    ConnectorRow.description,
+    ConnectorRow.trusted,
+    ConnectorRow.effects,
+    ConnectorRow.sampling,
+    ConnectorRow.listed_at,
+    ConnectorRow.status,
+    ConnectorRow.error,
+    ConnectorRow.oauth,
+).where(ConnectorRow.owner_id == bindparam("owner_id"), ConnectorRow.name == bindparam("name"))
+
+
 def connectors_of(session: Session, owner_id: str) -> list[ConnectorInfo]:
     """Every connector of the owner, by name."""
     rows = session.scalars(
@@ -224,6 +270,21 @@ def set_allowed_connectors(
     if names is not None:
         session.add(ConversationConnectors(conversation_id=conversation_id, names=sorted(names)))
     session.flush()
+
+
+def conversation_connector(
+    session: Session, conversation_id: str, name: str
+) -> ConnectorInfo | None:
+    """One connector the conversation may use, by name (None: there is none, or the
+    conversation may not use it): a lookup that reads one row, not all of them."""
+    owner_id = session.scalar(
+        select(Conversation.owner_id).where(Conversation.id == conversation_id)
+    )
+    row = _row(session, owner_id, name) if owner_id is not None else None
+    if row is None:
+        return None
+    allowed = allowed_connectors(session, conversation_id)
+    return _info(row) if allowed is None or name in allowed else None
 
 
 def conversation_connectors(

@@ -50,7 +50,11 @@ class Database:
         self.url = url
         self.is_postgres = url.startswith("postgresql")
         if self.is_postgres:
-            self.engine = create_engine(url, pool_size=10, max_overflow=20, pool_recycle=1800)
+            # pre_ping: after a PostgreSQL restart, a pooled connection is tested (one round
+            # trip) and replaced instead of failing the request that took it.
+            self.engine = create_engine(
+                url, pool_size=10, max_overflow=20, pool_recycle=1800, pool_pre_ping=True
+            )
             self.read_engine = self.engine
         else:
             self.engine = _sqlite_engine(url, immediate=True)

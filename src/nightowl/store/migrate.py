@@ -36,7 +36,7 @@ def newest_revision() -> str:
     )
 
 
-def _stored_revision(database: Database) -> str | None:
+def stored_revision(database: Database) -> str | None:
     """The revision the store is at (None for a new store)."""
     with database.read_engine.connect() as connection:
         if not sa.inspect(connection).has_table("alembic_version"):
@@ -47,7 +47,7 @@ def _stored_revision(database: Database) -> str | None:
 def upgrade(database: Database, revision: str = "head") -> None:
     """Bring the store's schema to the newest revision, or to `revision` (tests of a data
     migration); a no-op when it is there."""
-    if revision == "head" and _stored_revision(database) == newest_revision():
+    if revision == "head" and stored_revision(database) == newest_revision():
         return
     from alembic import command
 

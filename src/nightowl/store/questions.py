@@ -194,6 +194,33 @@ def answer_in_words(controls: dict[str, Any], text: str) -> dict[str, Any] | Non
     return None
 
 
+# Reactions that answer (channels.md): keycaps pick the nth button; a yes or a no picks the
+# button whose value is "approve" / "deny". A draft (an irreversible send or payment) is sent
+# only by a check mark, never by a thumbs-up, which people give in passing.
+KEYCAPS = [f"{n}\ufe0f\u20e3" for n in range(1, 7)]  # 1️⃣ … 6️⃣
+_CHECK = {"\u2705", "\u2714\ufe0f", "\u2714"}  # check marks
+_CROSS = {"\u274c", "\u2716\ufe0f", "\u2716"}  # crosses
+_YES = {"\U0001f44d", *_CHECK}  # and thumbs up
+_NO = {"\U0001f44e", *_CROSS}  # and thumbs down
+
+
+def answer_by_reaction(controls: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """The answer a reaction gives, or None when it is no answer."""
+    key = key.strip()
+    buttons = controls.get("buttons") or []
+    if key in KEYCAPS and KEYCAPS.index(key) < len(buttons):
+        return {"value": buttons[KEYCAPS.index(key)]["value"]}
+    if "draft" in controls:
+        return (
+            {"action": "send"} if key in _CHECK else {"action": "discard"} if key in _NO else None
+        )
+    wanted = "approve" if key in _YES else "deny" if key in _NO else None
+    for button in buttons:
+        if wanted is not None and str(button["value"]).casefold() == wanted:
+            return {"value": button["value"]}
+    return None
+
+
 def answered_but_waiting(session: Session) -> list[tuple[str, str]]:
     """(turn id, question id) of turns still waiting on a question that has its answer.
 

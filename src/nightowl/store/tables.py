@@ -355,6 +355,10 @@ class Computer(Base):
     snapshot: Mapped[str | None] = mapped_column(String(80), nullable=True)
     snapshot_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     snapshot_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    # With a computer tier: the host it is awake on, for as long as that host renews the lease
+    # (a dead host's computers wake elsewhere, from their last snapshot, once it lapses).
+    host: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    host_until: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

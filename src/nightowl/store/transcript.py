@@ -110,6 +110,22 @@ def load_transcript(session: Session, conversation_id: str) -> list[dict[str, An
     return [compaction.entry, *entries] if compaction else entries
 
 
+def load_transcript_by_turn(
+    session: Session, conversation_id: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """`load_transcript` with the turn (or run) that wrote each entry ("" for a compaction's
+    summary): what an eval case cuts at its failing turn."""
+    compaction = latest_compaction(session, conversation_id)
+    through = compaction.through_entry_id if compaction else 0
+    rows = session.execute(
+        select(TranscriptEntry.turn_id, TranscriptEntry.payload)
+        .where(TranscriptEntry.conversation_id == conversation_id, TranscriptEntry.id > through)
+        .order_by(TranscriptEntry.id)
+    )
+    entries = [(str(turn), dict(payload)) for turn, payload in rows]
+    return [("", compaction.entry), *entries] if compaction else entries
+
+
 def transcript_keys(session: Session, turn_id: str) -> list[str]:
     """The keys of the entries one turn (or helper run) wrote."""
     return list(
@@ -198,11 +214,6 @@ def start_tool_run(
     return run_id
 
 
-def unfinished_tool_run(session: Session, step_key: str) -> str | None:
-    """A run of the step `step_key` that started and never finished (its process died)."""
-    return session.connection().execute(_UNFINISHED_RUN, {"step_key": step_key}).scalar()
-
-
 def finish_tool_run(session: Session, run_id: str, is_error: bool) -> None:
     """Record that a tool run ended."""
     session.connection().execute(
@@ -212,11 +223,6 @@ def finish_tool_run(session: Session, run_id: str, is_error: bool) -> None:
 
 # Prebuilt (Core, on the session's connection): every tool call runs these.
 _START_RUN = insert(ToolRun)
-_UNFINISHED_RUN = (
-    select(ToolRun.id)
-    .where(ToolRun.step_key == bindparam("step_key"), ToolRun.finished_at.is_(None))
-    .limit(1)
-)
 _FINISH_RUN = (
     update(ToolRun)
     .where(ToolRun.id == bindparam("run_id"))

@@ -285,14 +285,19 @@ def set_activity(session: Session, turn_id: str, activity: str) -> None:
     """What the turn is doing now, in words for the owner (never the model's own text).
 
     Clients hear of it through a change notification of kind `activity`, sent only when it
-    changes (consecutive steps often say "thinking" again).
+    changes (consecutive steps often say "thinking" again). On PostgreSQL the update returns
+    what the notification needs (one round trip, not two: every step runs it); SQLite cannot
+    return another table's columns from an UPDATE ... FROM, and its statements cost no trip.
     """
     activity = activity[:200]
     session.flush()  # Core on the session's connection: what the session holds goes first
-    changed = session.connection().execute(
-        _SET_ACTIVITY, {"turn_id": turn_id, "activity": activity}
-    )
-    if changed.rowcount:
+    connection = session.connection()
+    values = {"turn_id": turn_id, "activity": activity}
+    if connection.dialect.name == "postgresql":
+        row = connection.execute(_SET_ACTIVITY_RETURNING, values).first()
+        if row is not None:
+            _announce(session, row[0], row[1], int(row[2] or 0), row[3])
+    elif connection.execute(_SET_ACTIVITY, values).rowcount:
         _announce_activity(session, turn_id)
 
 
@@ -301,6 +306,18 @@ _SET_ACTIVITY = (
     update(Turn)
     .where(Turn.id == bindparam("turn_id"), Turn.activity != bindparam("activity"))
     .values(activity=bindparam("activity"))
+)
+_SET_ACTIVITY_RETURNING = (
+    update(Turn)
+    .where(
+        Turn.id == bindparam("turn_id"),
+        Turn.activity != bindparam("activity"),
+        Conversation.id == Turn.conversation_id,
+    )
+    .values(activity=bindparam("activity"))
+    .returning(
+        Turn.conversation_id, Conversation.owner_id, Conversation.last_seq, Conversation.kind
+    )
 )
 
 
@@ -314,14 +331,17 @@ def _announce_activity(session: Session, turn_id: str) -> None:
     ).first()
     if row is None:
         raise NotFound(f"no turn {turn_id!r}")
-    conversation_id, seq = row[0], int(row[2] or 0)
-    if row[3] == "helper":  # a helper's run: its parent conversation shows how it goes
+    _announce(session, row[0], row[1], int(row[2] or 0), row[3])
+
+
+def _announce(session: Session, conversation_id: str, owner_id: str, seq: int, kind: str) -> None:
+    if kind == "helper":  # a helper's run: its parent conversation shows how it goes
         conversation_id = surface_of(session, conversation_id)
         found = select(Conversation.last_seq).where(Conversation.id == conversation_id)
         seq = int(session.scalar(found) or 0)
     record_change(
         session,
-        Change(conversation_id=conversation_id, owner_id=row[1], seq=seq, kind="activity"),
+        Change(conversation_id=conversation_id, owner_id=owner_id, seq=seq, kind="activity"),
     )
 
 

@@ -5,6 +5,7 @@ act on it by element reference (pixels as the last resort). What a page says is 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 import secrets
@@ -19,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from nightowl.computer.browser import Browsers, BrowserSession
 from nightowl.computer.browser_relay import BrowserError
+from nightowl.computer.remote import RemoteSandbox
 from nightowl.computer.sandbox import HOME_INSIDE, Sandbox, SandboxError, data_fd
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
 
@@ -83,7 +85,7 @@ async def _with_browser(
 ) -> ToolResult:
     """Run `work` on the owner's browser, one call at a time, with errors the agent can use."""
     try:
-        sandbox = await ctx.sandbox()
+        sandbox = await ctx.sandbox()  # in this process, or on a computer host
         # Each agent (conversation) has its own tab; the profile (logins) is the user's.
         return await browsers.use(ctx.owner_id, sandbox, work, agent=ctx.conversation_id)
     except SandboxError as error:
@@ -136,8 +138,11 @@ async def _read_snapshot(session: BrowserSession, offset: int = 0) -> ToolResult
     )
 
 
-async def write_inside(sandbox: Sandbox, path: str, content: bytes) -> None:
+async def write_inside(sandbox: Sandbox | RemoteSandbox, path: str, content: bytes) -> None:
     """Write a file as the sandbox's user, from inside (root never writes into the home)."""
+    if isinstance(sandbox, RemoteSandbox):
+        await _write_inside_remote(sandbox, path, content)
+        return
     source = data_fd(content)
     sink = os.open(os.devnull, os.O_WRONLY)
     try:
@@ -148,6 +153,19 @@ async def write_inside(sandbox: Sandbox, path: str, content: bytes) -> None:
     finally:
         os.close(source)
         os.close(sink)
+    if result.exit_code != 0:
+        raise BrowserError(f"could not save {path} in the computer (exit {result.exit_code})")
+
+
+async def _write_inside_remote(sandbox: RemoteSandbox, path: str, content: bytes) -> None:
+    """`write_inside` on a computer host, where no descriptor crosses: the bytes go as base64
+    text (the supervisor writes text) and are decoded in place."""
+    encoded = f"{path}.base64-{secrets.token_hex(4)}"
+    await sandbox.call(
+        {"op": "write", "path": encoded, "content": base64.b64encode(content).decode()}
+    )
+    script = 'base64 -d "$1" > "$2"; status=$?; rm -f "$1"; exit $status'
+    result = await sandbox.run(["/bin/sh", "-c", script, "sh", encoded, path], timeout_s=30)
     if result.exit_code != 0:
         raise BrowserError(f"could not save {path} in the computer (exit {result.exit_code})")
 

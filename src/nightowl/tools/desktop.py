@@ -1,7 +1,8 @@
 """Desktop tools: look at the agent's virtual display and click, type and press keys on it.
 
-Each agent (conversation) has its own 1280x800 display in its owner's sandbox. Screenshots go
-to files in the home (the result gives the path, never the image). While the owner has taken
+Each agent (conversation) has its own 1280x800 display in its owner's sandbox (run by this
+process, or by the computer's host on a computer tier). Screenshots go to files in the home
+(the result gives the path, never the image). While the owner has taken
 control of the display (to type a code, solve a check), input waits until they give it back.
 """
 
@@ -21,8 +22,9 @@ from nightowl.computer.desktop import (
     WIDTH,
     DesktopError,
     Desktops,
-    Display,
+    XRun,
 )
+from nightowl.computer.remote_desktop import RemoteDesktops
 from nightowl.computer.sandbox import SandboxError
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
 
@@ -32,6 +34,8 @@ MAX_KEY_COMBOS = 20
 BUTTONS = {"left": "1", "middle": "2", "right": "3", "wheel_up": "4", "wheel_down": "5"}
 _KEY_COMBO = re.compile(r"^[A-Za-z0-9_]{1,32}(\+[A-Za-z0-9_]{1,32}){0,4}$")
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# The displays: in this process, or on the computer tier's hosts.
+AnyDesktops = Desktops | RemoteDesktops
 KEY_EXAMPLES = "Return, Tab, Escape, BackSpace, Delete, Page_Down, F5, ctrl+s, alt+F4, shift+Tab"
 
 
@@ -93,33 +97,33 @@ class KeyArgs(BaseModel):
         return " ".join(combos)
 
 
-async def _display_for(desktops: Desktops, ctx: ToolContext) -> Display | ToolResult:
+async def _run_x(
+    desktops: AnyDesktops,
+    ctx: ToolContext,
+    argv: list[str],
+    *,
+    timeout_s: float = 30.0,
+    as_input: bool = False,
+) -> XRun | ToolResult:
+    """Run an X program on the agent's display: in this process, or on the computer's host."""
     try:
         sandbox = await ctx.sandbox()
-        return await desktops.display(ctx.owner_id, ctx.conversation_id, sandbox)
-    except (SandboxError, DesktopError) as error:
-        return ToolResult(f"The desktop is not available: {error}.", is_error=True)
-
-
-async def _input_display(desktops: Desktops, ctx: ToolContext) -> Display | ToolResult:
-    display = await _display_for(desktops, ctx)
-    if isinstance(display, Display) and not await desktops.wait_for_agent(display):
-        return ToolResult(
-            "The owner has control of the display (for example to type a code or solve a "
-            "check) and has not given it back yet. Wait a while, then take a screenshot and "
-            "try again; do not work around it.",
-            is_error=True,
+        return await desktops.run_x(
+            ctx.owner_id,
+            ctx.conversation_id,
+            sandbox,
+            argv,
+            timeout_s=timeout_s,
+            as_input=as_input,
         )
-    return display
+    except (SandboxError, DesktopError) as error:
+        return ToolResult(f"The desktop is not available: {error}. Try again.", is_error=True)
 
 
 def _screenshot(
-    desktops: Desktops,
+    desktops: AnyDesktops,
 ) -> Callable[[ScreenshotArgs, ToolContext], Awaitable[ToolResult]]:
     async def run(_args: ScreenshotArgs, ctx: ToolContext) -> ToolResult:
-        display = await _display_for(desktops, ctx)
-        if isinstance(display, ToolResult):
-            return display
         agent = re.sub(r"[^A-Za-z0-9_-]", "", ctx.conversation_id)[:40] or "agent"
         stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{int(time.time() * 1000) % 1000:03d}"
         name = f"{agent}-{stamp}.png"
@@ -128,16 +132,17 @@ def _screenshot(
             'mkdir -p "$1" && import -window root "$1/$2" && identify -format "%w %h %B" "$1/$2" '
             f'&& cd "$1" && ls -1t | tail -n +{KEEP_SCREENSHOTS + 1} | xargs -r rm -f --'
         )
-        try:
-            done = await desktops.x(display, ["sh", "-c", script, "sh", SCREENS_INSIDE, name])
-        except (SandboxError, DesktopError) as error:
-            return ToolResult(f"The screenshot failed: {error}. Try again.", is_error=True)
+        ran = await _run_x(desktops, ctx, ["sh", "-c", script, "sh", SCREENS_INSIDE, name])
+        if isinstance(ran, ToolResult):
+            return ran
+        done = ran.captured
+        assert done is not None  # looking is never held back
         facts = re.fullmatch(r"(\d+) (\d+) (\d+)", done.output)
         if done.exit_code != 0 or facts is None:
             return ToolResult(f"The screenshot failed: {done.output}. Try again.", is_error=True)
         width, height, size = (int(n) for n in facts.groups())
         note = ""
-        if display.owner_control:
+        if ran.owner_control:
             note = (
                 " The owner has control of the display right now; wait before clicking or typing."
             )
@@ -150,48 +155,47 @@ def _screenshot(
     return run
 
 
-def _click(desktops: Desktops) -> Callable[[ClickArgs, ToolContext], Awaitable[ToolResult]]:
+def _click(desktops: AnyDesktops) -> Callable[[ClickArgs, ToolContext], Awaitable[ToolResult]]:
     async def run(args: ClickArgs, ctx: ToolContext) -> ToolResult:
-        display = await _input_display(desktops, ctx)
-        if isinstance(display, ToolResult):
-            return display
         argv = ["xdotool", "mousemove", str(args.x), str(args.y)]
         argv += ["click", "--repeat", str(args.clicks), BUTTONS[args.button]]
-        return await _input(desktops, display, argv, f"{args.button} click at ({args.x}, {args.y})")
+        done = f"{args.button} click at ({args.x}, {args.y})"
+        return await _input(desktops, ctx, argv, done)
 
     return run
 
 
-def _type(desktops: Desktops) -> Callable[[TypeArgs, ToolContext], Awaitable[ToolResult]]:
+def _type(desktops: AnyDesktops) -> Callable[[TypeArgs, ToolContext], Awaitable[ToolResult]]:
     async def run(args: TypeArgs, ctx: ToolContext) -> ToolResult:
-        display = await _input_display(desktops, ctx)
-        if isinstance(display, ToolResult):
-            return display
         argv = ["xdotool", "type", "--delay", str(TYPE_DELAY_MS), "--", args.text]
         timeout = 15.0 + len(args.text) * TYPE_DELAY_MS * 3 / 1000
-        return await _input(desktops, display, argv, f"typed {len(args.text)} characters", timeout)
+        return await _input(desktops, ctx, argv, f"typed {len(args.text)} characters", timeout)
 
     return run
 
 
-def _key(desktops: Desktops) -> Callable[[KeyArgs, ToolContext], Awaitable[ToolResult]]:
+def _key(desktops: AnyDesktops) -> Callable[[KeyArgs, ToolContext], Awaitable[ToolResult]]:
     async def run(args: KeyArgs, ctx: ToolContext) -> ToolResult:
-        display = await _input_display(desktops, ctx)
-        if isinstance(display, ToolResult):
-            return display
         argv = ["xdotool", "key", "--delay", "30", "--", *args.keys.split()]
-        return await _input(desktops, display, argv, f"pressed {args.keys}")
+        return await _input(desktops, ctx, argv, f"pressed {args.keys}")
 
     return run
 
 
 async def _input(
-    desktops: Desktops, display: Display, argv: list[str], done: str, timeout_s: float = 15.0
+    desktops: AnyDesktops, ctx: ToolContext, argv: list[str], done: str, timeout_s: float = 15.0
 ) -> ToolResult:
-    try:
-        result = await desktops.x(display, argv, timeout_s=timeout_s)
-    except (SandboxError, DesktopError) as error:
-        return ToolResult(f"The desktop did not respond: {error}. Try again.", is_error=True)
+    ran = await _run_x(desktops, ctx, argv, timeout_s=timeout_s, as_input=True)
+    if isinstance(ran, ToolResult):
+        return ran
+    result = ran.captured
+    if result is None:
+        return ToolResult(
+            "The owner has control of the display (for example to type a code or solve a "
+            "check) and has not given it back yet. Wait a while, then take a screenshot and "
+            "try again; do not work around it.",
+            is_error=True,
+        )
     unknown = re.findall(r"No such key name '([^']*)'", result.output)
     if unknown:
         return ToolResult(
@@ -208,8 +212,8 @@ async def _input(
     )
 
 
-def desktop_tools(desktops: Desktops) -> list[Tool]:
-    """The four desktop tools, bound to the server's displays."""
+def desktop_tools(desktops: AnyDesktops) -> list[Tool]:
+    """The four desktop tools, bound to the server's displays (or its computer hosts')."""
     return [
         Tool(
             name="desktop_screenshot",

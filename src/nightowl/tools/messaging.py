@@ -7,15 +7,18 @@ for the owner's answer, which comes back as this call's result.
 from __future__ import annotations
 
 import asyncio
+import base64
 import mimetypes
 import os
+import posixpath
 import stat
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from nightowl.computer.sandbox import HOME_INSIDE
+from nightowl.computer.remote import RemoteComputers, RemoteSandbox
+from nightowl.computer.sandbox import HOME_INSIDE, SandboxError
 from nightowl.store.blobs import put_bytes
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import wait_for_answer
@@ -97,45 +100,98 @@ def _read_inside(home: Path, relative: PurePosixPath, limit: int) -> bytes | int
             os.close(fd)
 
 
+def _relative(given: str) -> PurePosixPath | str:
+    """A path as the tools name it (/home/agent/…, ~/…, or relative) made relative to the
+    home; a message for the agent when it leads outside it (or is the home itself)."""
+    inside = given.removeprefix(HOME_INSIDE + "/").removeprefix("~/").lstrip("/")
+    relative = posixpath.normpath(inside) if inside else "."
+    if relative == "." or relative == ".." or relative.startswith("../"):
+        return f"{given!r} is outside your home folder; attach files from inside it."
+    return PurePosixPath(relative)
+
+
+def _too_big(given: str, size: int, limit: int) -> str:
+    return (
+        f"{given!r} is {size:,} bytes; the limit is {limit:,}. "
+        "Compress it or send a smaller excerpt."
+    )
+
+
+def _attached(name: str, data: bytes, ctx: ToolContext) -> dict[str, Any]:
+    return {
+        "name": name,
+        "blob": put_bytes(ctx.blob_dir, data),
+        "size": len(data),
+        "content_type": mimetypes.guess_type(name)[0] or "application/octet-stream",
+    }
+
+
 def attach_files(paths: list[str], ctx: ToolContext) -> list[dict[str, Any]] | str:
-    """Copy each file into the blob store; a problem comes back as a message for the agent."""
+    """Copy each file of the home on this machine into the blob store; a problem comes back
+    as a message for the agent."""
     home = ctx.home.resolve()
     attached = []
     for given in paths:
-        # The tools name files as the sandbox sees them: /home/agent/…, ~/…, or relative.
-        inside = given.removeprefix(HOME_INSIDE + "/").removeprefix("~/")
-        relative = PurePosixPath(inside)
-        if relative.is_absolute():
-            relative = relative.relative_to("/")
-        path = (home / relative).resolve()
+        relative = _relative(given)
+        if isinstance(relative, str):
+            return relative
+        path = (home / relative).resolve()  # a link out of the home leads outside
         if not path.is_relative_to(home) or path == home:
             return f"{given!r} is outside your home folder; attach files from inside it."
         try:
-            data = _read_inside(
-                home, PurePosixPath(path.relative_to(home)), ctx.max_attachment_bytes
-            )
+            relative = PurePosixPath(path.relative_to(home))
+            data = _read_inside(home, relative, ctx.max_attachment_bytes)
         except OSError:
             return f"{given!r} does not exist in your home folder; write the file first."
         if isinstance(data, int) or len(data) > ctx.max_attachment_bytes:
             size = data if isinstance(data, int) else len(data)
-            return (
-                f"{given!r} is {size:,} bytes; the limit is {ctx.max_attachment_bytes:,}. "
-                "Compress it or send a smaller excerpt."
-            )
-        content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        attached.append(
-            {
-                "name": path.name,
-                "blob": put_bytes(ctx.blob_dir, data),
-                "size": len(data),
-                "content_type": content_type,
-            }
-        )
+            return _too_big(given, size, ctx.max_attachment_bytes)
+        attached.append(_attached(path.name, data, ctx))
     return attached
 
 
+async def attach_remote_files(
+    paths: list[str], ctx: ToolContext, sandbox: RemoteSandbox
+) -> list[dict[str, Any]] | str:
+    """`attach_files` for a computer on a computer host: each file is read inside the
+    computer (the sandbox's own view, where a link reaches only what the agent can read
+    anyway) and its bytes come over the tier."""
+    attached = []
+    for given in paths:
+        relative = _relative(given)
+        if isinstance(relative, str):
+            return relative
+        request = {
+            "op": "read",
+            "path": f"{HOME_INSIDE}/{relative}",
+            "encoding": "base64",
+            "limit": ctx.max_attachment_bytes,
+        }
+        try:
+            answer = await sandbox.call(request, timeout_s=120)
+        except SandboxError:
+            return f"{given!r} does not exist in your home folder; write the file first."
+        if answer.get("too_big") or "base64" not in answer:
+            return _too_big(given, int(answer.get("size", 0)), ctx.max_attachment_bytes)
+        data = base64.b64decode(answer["base64"])
+        attached.append(await asyncio.to_thread(_attached, relative.name, data, ctx))
+    return attached
+
+
+async def _files(args: SendToUserArgs, ctx: ToolContext) -> list[dict[str, Any]] | str:
+    """The message's files, from the home wherever the computer runs."""
+    if args.files and isinstance(ctx.computers, RemoteComputers):
+        try:
+            sandbox = await ctx.sandbox()
+        except SandboxError as error:
+            return f"your computer cannot be reached to read the files ({error})"
+        assert isinstance(sandbox, RemoteSandbox)
+        return await attach_remote_files(args.files, ctx, sandbox)
+    return await asyncio.to_thread(attach_files, args.files, ctx)
+
+
 async def _send_to_user(args: SendToUserArgs, ctx: ToolContext) -> ToolResult:
-    files = await asyncio.to_thread(attach_files, args.files, ctx)
+    files = await _files(args, ctx)
     if isinstance(files, str):
         return ToolResult(f"Nothing was sent: {files}", is_error=True)
     controls: dict[str, object] = {}

@@ -42,6 +42,11 @@ class ToolProvider(Protocol):
         connector listed its tools): a run's kept tools are looked up again when it moved."""
         ...
 
+    def tool(self, session: Session, conversation_id: str, name: str) -> Tool | None:
+        """One tool of the conversation's groups by name (None: it has none by that name),
+        found without building every group."""
+        ...
+
 
 class Toolbox:
     """The built-in tools and every provider's, per owner and conversation."""
@@ -73,5 +78,11 @@ class Toolbox:
         return registry
 
     def lookup(self, session: Session, conversation_id: str, name: str) -> Tool | None:
-        """The tool a conversation's call names: built-in, or a provider's."""
-        return self.builtin.get(name) or self.for_conversation(session, conversation_id).get(name)
+        """The tool a conversation's call names: built-in, or a provider's (the first whose
+        groups have it, as in `for_conversation`)."""
+        found = self.builtin.get(name)
+        for provider in self.providers:
+            if found is not None:
+                break
+            found = provider.tool(session, conversation_id, name)
+        return found

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
+from sqlalchemy.orm import Session
 
 from nightowl.computer.sandbox import Sandbox, SandboxError
 from nightowl.models.base import ToolSpec
@@ -17,6 +18,7 @@ from nightowl.store.database import Database
 
 if TYPE_CHECKING:
     from nightowl.computer.computers import Computers
+    from nightowl.computer.remote import RemoteComputers, RemoteSandbox
     from nightowl.safety.redaction import RedactionSpec
 
 Effect = Literal["read", "write", "send", "spend"]
@@ -24,6 +26,9 @@ Effect = Literal["read", "write", "send", "spend"]
 # or "untrusted" (anything read from the network, from files, a page, a process's output).
 OutputTrust = Literal["agent", "untrusted"]
 MAX_SCHEMA_CHARS = 4000
+# A longer schema is not repeated in an error: the model loads it (it is then cached in the
+# prompt's tools, where an error's copy would be paid again at every later step).
+MAX_SCHEMA_IN_ERROR = 1_500
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,7 @@ class ToolContext:
     home: Path
     max_attachment_bytes: int = 25 * 1024 * 1024
     # The owner's sandboxes; None where this server runs without a computer.
-    computers: Computers | None = None
+    computers: Computers | RemoteComputers | None = None
     # Finds the owner's secrets in what a tool keeps itself (the shell's full output file);
     # None when the owner has none.
     redaction: RedactionSpec | None = None
@@ -49,8 +54,11 @@ class ToolContext:
     tools: ToolRegistry | None = None
     # Whose computer the tools use: the owner's, or an isolated helper's own ("" = owner's).
     computer_id: str = ""
+    # What the tool's `read_before` returned in the tool-call step's first transaction;
+    # None when it did not run there (a tool run outside the step reads for itself).
+    read_before: Any = None
 
-    async def sandbox(self) -> Sandbox:
+    async def sandbox(self) -> Sandbox | RemoteSandbox:
         """The computer's sandbox, awake and held for this turn (SandboxError when
         unavailable)."""
         if self.computers is None:
@@ -94,6 +102,10 @@ class Tool:
     # The trust of what it returns; when in doubt, outside text. A result may say otherwise
     # for itself (`meta["trust"]`: e.g. read_output returns the trust of the original).
     output_trust: OutputTrust = "untrusted"
+    # What the tool reads from the store before it runs, done in the tool-call step's first
+    # transaction (one trip to a thread and one transaction for both, not two); `run` finds
+    # the answer in `ctx.read_before`. It must only read.
+    read_before: Callable[[Session], Any] | None = None
 
     @property
     def safe_to_repeat(self) -> bool:
@@ -229,11 +241,7 @@ class ToolRegistry:
             problems = schema_problems(tool.arguments, arguments)
             if not problems:
                 return arguments
-            return ToolResult(
-                f"The arguments for {name} are invalid ({problems}). "
-                "Call it again with arguments that match its schema.",
-                is_error=True,
-            )
+            return _invalid(tool, problems)
         try:
             return tool.arguments.model_validate(arguments)
         except ValidationError as error:
@@ -241,11 +249,23 @@ class ToolRegistry:
                 f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
                 for e in error.errors()
             )
-            return ToolResult(
-                f"The arguments for {name} are invalid ({problems}). "
-                "Call it again with arguments that match its schema.",
-                is_error=True,
-            )
+            return _invalid(tool, problems)
+
+
+def _invalid(tool: Tool, problems: str) -> ToolResult:
+    """What the agent is told of a call whose arguments do not fit: what is wrong, and the
+    schema they must fit (a model that called a catalogue tool without loading it has never
+    seen it: a small one then guesses again)."""
+    schema = json.dumps(tool.spec().parameters, separators=(",", ":"))
+    if len(schema) > MAX_SCHEMA_IN_ERROR:
+        hint = f"load_tools with {tool.name!r} gives its schema"
+    else:
+        hint = f"its schema: {schema}"
+    return ToolResult(
+        f"The arguments for {tool.name} are invalid ({problems}). "
+        f"Call it again with arguments that match its schema ({hint}).",
+        is_error=True,
+    )
 
 
 @functools.lru_cache(maxsize=512)

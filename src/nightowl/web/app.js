@@ -11,6 +11,7 @@ import { renderMarkdown } from "./markdown.js";
 import { Outbox } from "./outbox.js";
 import { disablePush, enablePush, pushState, pushSupported, registerServiceWorker } from "./push.js";
 import { ChangeStream } from "./sync.js";
+import { renderWrong } from "./wrong.js";
 import { renderWelcome } from "./welcome.js";
 
 const RETRY_DELAYS_MS = [1000, 2000, 4000, 8000, 15000, 30000];
@@ -506,6 +507,15 @@ function renderMessage(message) {
   meta.append(el("span", "who", who(message)), el("time", "", timeOf(message.created_at)));
   if (message.important) meta.append(el("span", "badge", "important"));
   if (message.trust === "untrusted") meta.append(el("span", "badge warn", "untrusted content"));
+  if (message.turn_id) {
+    const how = el("a", "how", "How was this made?");
+    how.href =
+      `/timeline#c=${encodeURIComponent(message.conversation_id)}` +
+      `&t=${encodeURIComponent(message.turn_id)}`;
+    how.target = "_blank";
+    how.rel = "noopener";
+    meta.append(how);
+  }
   li.append(meta);
   const body = el("div", "body");
   if (message.trust === "untrusted") {
@@ -517,6 +527,7 @@ function renderMessage(message) {
   li.append(body);
   if (message.files?.length) li.append(renderFiles(message));
   if (message.controls) li.append(renderControls(message));
+  if (message.role === "agent") li.append(renderWrong(message));
   return li;
 }
 

@@ -17,6 +17,8 @@ const SHELL_FILES = [
   "/app/push.js",
   "/app/sync.js",
   "/app/welcome.js",
+  "/app/wrong.js",
+  "/app/page.js",
   "/app/style.css",
   "/app/icon.svg",
   "/app/icon-192.png",

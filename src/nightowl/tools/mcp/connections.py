@@ -21,11 +21,15 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
+from nightowl.computer.remote import RemoteSandbox
 from nightowl.computer.sandbox import HOME_INSIDE, Sandbox
 from nightowl.store.connectors import ConnectorInfo
+from nightowl.tools.mcp.remote_stdio import remote_stdio
 from nightowl.tools.mcp.sandbox_stdio import ServerOutput, sandbox_stdio
 
 log = logging.getLogger(__name__)
+# Where a stdio server runs: a sandbox in this process, or one on a computer host.
+ServerComputer = Sandbox | RemoteSandbox
 _T = TypeVar("_T")
 CONNECT_TIMEOUT_S = 60.0
 CALL_TIMEOUT_S = 300.0
@@ -69,7 +73,7 @@ class Live:
     """One open session and what it was opened with."""
 
     connector: ConnectorInfo
-    sandbox: Sandbox | None
+    sandbox: ServerComputer | None
     client: Client | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     ended: asyncio.Event = field(default_factory=asyncio.Event)
@@ -79,11 +83,22 @@ class Live:
     scope: CallScope | None = None
     tools_changed: bool = False
 
-    def usable(self, connector: ConnectorInfo, sandbox: Sandbox | None) -> bool:
+    def usable(self, connector: ConnectorInfo, sandbox: ServerComputer | None) -> bool:
         """Whether this session still serves the connector as configured, in this sandbox."""
         same = _reach(self.connector) == _reach(connector)
-        alive = self.sandbox is None or (self.sandbox is sandbox and self.sandbox.alive())
+        alive = self.sandbox is None or _same_computer(self.sandbox, sandbox)
         return same and alive and not self.ended.is_set() and self.client is not None
+
+
+def _same_computer(held: ServerComputer, sandbox: ServerComputer | None) -> bool:
+    """Whether a session's server still runs in the computer a call holds now: the very
+    sandbox in this process; on a computer tier (a handle per turn), one on the same host."""
+    if isinstance(held, RemoteSandbox):
+        return isinstance(sandbox, RemoteSandbox) and (held.host, held.user_id) == (
+            sandbox.host,
+            sandbox.user_id,
+        )
+    return held is sandbox and held.alive()
 
 
 def _reach(connector: ConnectorInfo) -> tuple[Any, ...]:
@@ -118,7 +133,7 @@ class Connections:
         self._tasks: set[asyncio.Task[None]] = set()  # relistings after a notification
 
     async def list_tools(
-        self, connector: ConnectorInfo, sandbox: Sandbox | None, scope: CallScope
+        self, connector: ConnectorInfo, sandbox: ServerComputer | None, scope: CallScope
     ) -> list[types.Tool]:
         """Every tool the server offers now (a session is opened if none is)."""
 
@@ -127,7 +142,7 @@ class Connections:
     async def call_tool(
         self,
         connector: ConnectorInfo,
-        sandbox: Sandbox | None,
+        sandbox: ServerComputer | None,
         scope: CallScope,
         name: str,
         arguments: dict[str, Any],
@@ -137,7 +152,9 @@ class Connections:
 
         async def work(live: Live) -> CallDone:
             assert live.client is not None
-            result = await asyncio.wait_for(live.client.call_tool(name, arguments), CALL_TIMEOUT_S)
+            # A timeout in this task (wait_for would start a task of its own for every call).
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                result = await live.client.call_tool(name, arguments)
             assert isinstance(result, types.CallToolResult)
             if not live.tools_changed:
                 return CallDone(result)
@@ -152,7 +169,7 @@ class Connections:
     async def _with_session(
         self,
         connector: ConnectorInfo,
-        sandbox: Sandbox | None,
+        sandbox: ServerComputer | None,
         scope: CallScope,
         work: Callable[[Live], Awaitable[_T]],
     ) -> _T:
@@ -178,7 +195,7 @@ class Connections:
 
         return await self._on_own_loop(job())
 
-    async def _session(self, connector: ConnectorInfo, sandbox: Sandbox | None) -> Live:
+    async def _session(self, connector: ConnectorInfo, sandbox: ServerComputer | None) -> Live:
         key = (connector.owner_id, connector.name)
         async with self._locks.setdefault(key, asyncio.Lock()):
             live = self._live.get(key)
@@ -247,6 +264,8 @@ class Connections:
                     f"{connector.name}'s command"
                 )
             env = {"HOME": HOME_INSIDE}
+            if isinstance(live.sandbox, RemoteSandbox):  # on a computer host
+                return remote_stdio(live.sandbox, connector.command, env, live.output)
             return sandbox_stdio(live.sandbox, connector.command, env, live.output)
         if self.open_http is None:
             raise ConnectorError("this server cannot reach connectors by URL")
@@ -295,7 +314,7 @@ class Connections:
     def _explained(self, connector: ConnectorInfo) -> ConnectorError | None:
         return self.explain(connector) if self.explain is not None else None
 
-    def sandbox_of(self, owner_id: str, name: str) -> Sandbox | None:
+    def sandbox_of(self, owner_id: str, name: str) -> ServerComputer | None:
         """The sandbox the connector's open session runs in, if any."""
         live = self._live.get((owner_id, name))
         return live.sandbox if live is not None else None

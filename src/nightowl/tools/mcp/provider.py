@@ -11,21 +11,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy.orm import Session
 
-from nightowl.computer.sandbox import Sandbox, SandboxError
+from nightowl.computer.sandbox import SandboxError
 from nightowl.store.connectors import (
     ConnectorInfo,
+    connector_to_call,
+    conversation_connector,
     conversation_connectors,
     get_connector,
     record_failure,
     record_listing,
 )
 from nightowl.store.database import Database
-from nightowl.tools.mcp.connections import CallScope, Connections, ConnectorError
+from nightowl.tools.mcp.connections import (
+    CallScope,
+    Connections,
+    ConnectorError,
+    ServerComputer,
+)
 from nightowl.tools.mcp.listing import (
     effect_of,
     result_text,
@@ -68,6 +76,22 @@ def failure_text(connector: ConnectorInfo, error: ConnectorError) -> str:
     )
 
 
+def _fits(tool: Tool) -> bool:
+    """Whether a connector tool is small enough for a definition (one that is not is left
+    out of the conversation's tools)."""
+    if len(str(tool.arguments)) + len(tool.summary) <= MAX_SCHEMA_CHARS:
+        return True
+    log.info("a connector tool's schema is too large", extra={"tool": tool.name})
+    return False
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """A connector's settings as a call read them (None: the owner removed it meanwhile)."""
+
+    connector: ConnectorInfo | None
+
+
 class ConnectorProvider:
     """The user's MCP connectors, as tool groups."""
 
@@ -99,12 +123,25 @@ class ConnectorProvider:
         tools = []
         for listed in connector.tools:
             tool = self._tool(connector, listed)
-            size = len(str(tool.arguments)) + len(tool.summary)
-            if size <= MAX_SCHEMA_CHARS:
+            if _fits(tool):
                 tools.append(tool)
-            else:
-                log.info("a connector tool's schema is too large", extra={"tool": tool.name})
         return tools
+
+    def tool(self, session: Session, conversation_id: str, name: str) -> Tool | None:
+        """One tool the conversation may use, by the name a call gives (the safety gate's
+        lookup at every call): only the connector the name starts with is read, and only
+        that tool is built. The same tool `groups` gives, when it gives one."""
+        # A connector's name has no underscore (store/connectors.py: NAME), so the part of
+        # the tool's name before the first one is its connector.
+        connector = conversation_connector(session, conversation_id, name.split("_", 1)[0])
+        if connector is None:
+            return None
+        for listed in connector.tools:
+            if tool_name(connector.name, str(listed["name"])) == name:
+                tool = self._tool(connector, listed)
+                if _fits(tool):
+                    return tool
+        return None
 
     def _tool(self, connector: ConnectorInfo, listed: dict[str, Any]) -> Tool:
         mcp_name = str(listed["name"])
@@ -116,6 +153,9 @@ class ConnectorProvider:
         async def run(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
             return await self.call(owner, connector.name, mcp_name, arguments, ctx)
 
+        def read_before(session: Session) -> _Settings:
+            return _Settings(connector_to_call(session, owner, connector.name))
+
         return Tool(
             name=name,
             summary=summary_of(str(listed.get("description") or "")),
@@ -125,13 +165,18 @@ class ConnectorProvider:
             activity=f"using {connector.name}",
             idempotent=annotations.get("idempotent_hint") is True,
             output_trust="agent" if connector.trusted else "untrusted",
+            read_before=read_before,
         )
 
     async def call(
         self, owner_id: str, name: str, tool: str, arguments: dict[str, Any], ctx: ToolContext
     ) -> ToolResult:
-        """Run one tool of the connector in the owner's session."""
-        connector = await asyncio.to_thread(self._load, owner_id, name)
+        """Run one tool of the connector in the owner's session, with its settings as they are
+        now (read in the tool-call step's first transaction, or here when it ran outside)."""
+        if isinstance(ctx.read_before, _Settings):
+            connector = ctx.read_before.connector
+        else:
+            connector = await asyncio.to_thread(self._load_to_call, owner_id, name)
         if connector is None:
             return ToolResult(
                 f"The connector {name} was removed. Tell the owner if you need it.",
@@ -158,16 +203,16 @@ class ConnectorProvider:
             meta = {}
         return ToolResult(result_text(result), is_error=result.is_error, meta=meta)
 
-    async def _sandbox(self, connector: ConnectorInfo, ctx: ToolContext) -> Sandbox | None:
+    async def _sandbox(self, connector: ConnectorInfo, ctx: ToolContext) -> ServerComputer | None:
         if connector.transport != "stdio":
             return None
         try:
-            return await ctx.sandbox()
+            return await ctx.sandbox()  # in this process, or on a computer host
         except SandboxError as error:
             raise ConnectorError(f"no computer is available to run it ({error})") from error
 
     async def list_now(
-        self, connector: ConnectorInfo, sandbox: Sandbox | None, scope: CallScope
+        self, connector: ConnectorInfo, sandbox: ServerComputer | None, scope: CallScope
     ) -> ConnectorInfo:
         """Connect (if needed), list the server's tools and store them; the connector as
         stored now (ConnectorError when it fails, recorded too)."""
@@ -216,6 +261,10 @@ class ConnectorProvider:
                 return get_connector(session, owner_id, name)
             except Exception:
                 return None
+
+    def _load_to_call(self, owner_id: str, name: str) -> ConnectorInfo | None:
+        with self.database.read() as session:
+            return connector_to_call(session, owner_id, name)
 
     def _failed(self, connector: ConnectorInfo, error: ConnectorError) -> None:
         with self.database.write() as session:

@@ -14,7 +14,8 @@ import contextlib
 import logging
 import socket
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -51,8 +52,6 @@ async def sandbox_stdio(
     stderr_ours, stderr_theirs = socket.socketpair()
     theirs = [stdin_theirs, stdout_theirs, stderr_theirs]
     output = stderr or ServerOutput()
-    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](16)
-    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](16)
     try:
         async with sandbox.attached(list(argv), [s.fileno() for s in theirs], env=env) as ended:
             for sock in theirs:
@@ -64,47 +63,74 @@ async def sandbox_stdio(
             _, writer = await asyncio.open_connection(sock=stdin_ours)
             errors, err_writer = await asyncio.open_connection(sock=stderr_ours)
 
-            async def pump_out() -> None:
-                async with to_session:
-                    while line := await reader.readline():
-                        try:
-                            message = types.jsonrpc_message_adapter.validate_json(
-                                line, by_name=False
-                            )
-                        except ValueError as error:
-                            await to_session.send(error)
-                            continue
-                        await to_session.send(SessionMessage(message))
-
-            async def pump_in() -> None:
-                async with from_session:
-                    async for item in from_session:
-                        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                        writer.write(data.encode() + b"\n")
-                        await writer.drain()
+            async def write_line(line: bytes) -> None:
+                writer.write(line + b"\n")
+                await writer.drain()
 
             async def pump_errors() -> None:
                 while line := await errors.readline():
                     output.lines.append(line.decode(errors="replace").rstrip())
 
-            async def watch_exit() -> None:
+            async def exited() -> None:
                 await ended.readline()  # the supervisor reports the server's exit
-                await anyio.sleep(0.2)  # its last words on stdout and stderr first
-                await to_session.aclose()
 
-            async with anyio.create_task_group() as tasks:
-                for pump in (pump_out, pump_in, pump_errors, watch_exit):
-                    tasks.start_soon(pump)
-                try:
-                    yield read_stream, write_stream
-                finally:
-                    tasks.cancel_scope.cancel()
-                    for each in (writer, out_writer, err_writer):
-                        with contextlib.suppress(OSError):
-                            each.close()
+            try:
+                async with json_rpc_streams(
+                    reader.readline, write_line, exited, [pump_errors]
+                ) as streams:
+                    yield streams
+            finally:
+                for each in (writer, out_writer, err_writer):
+                    with contextlib.suppress(OSError):
+                        each.close()
     finally:
         for sock in (*theirs, stdin_ours, stdout_ours, stderr_ours):
             with contextlib.suppress(OSError):
                 sock.close()
+
+
+@contextlib.asynccontextmanager
+async def json_rpc_streams(
+    read_line: Callable[[], Awaitable[bytes]],
+    write_line: Callable[[bytes], Awaitable[None]],
+    exited: Callable[[], Awaitable[None]],
+    others: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
+) -> AsyncIterator[TransportStreams]:
+    """The SDK's session streams over a server's stdout lines (`read_line`, b"" at the end)
+    and stdin (`write_line`); the session ends soon after `exited` returns. `others` run
+    beside (its stderr)."""
+    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](16)
+
+    async def pump_out() -> None:
+        async with to_session:
+            while line := await read_line():
+                try:
+                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except ValueError as error:
+                    await to_session.send(error)
+                    continue
+                await to_session.send(SessionMessage(message))
+
+    async def pump_in() -> None:
+        async with from_session:
+            async for item in from_session:
+                data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await write_line(data.encode())
+
+    async def watch_exit() -> None:
+        await exited()
+        await anyio.sleep(0.2)  # its last words on stdout and stderr first
+        await to_session.aclose()
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            for pump in (pump_out, pump_in, watch_exit, *others):
+                tasks.start_soon(pump)
+            try:
+                yield read_stream, write_stream
+            finally:
+                tasks.cancel_scope.cancel()
+    finally:
         for stream in (read_stream, write_stream, to_session, from_session):
             await stream.aclose()

@@ -1,0 +1,1 @@
+"""Eval cases made from real failures, replayed through the real harness against a model."""
