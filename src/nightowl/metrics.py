@@ -69,6 +69,11 @@ class Metrics:
             "Dead workers whose pending turns this process took over",
             registry=self.registry,
         )
+        self.workers_fenced = Counter(
+            "nightowl_workers_fenced",
+            "Times this process found itself declared dead while alive (it then stops)",
+            registry=self.registry,
+        )
         self.workflows_deleted = Counter(
             "nightowl_workflows_deleted",
             "Finished workflow records deleted by retention",

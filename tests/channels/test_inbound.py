@@ -5,14 +5,23 @@ position saved after the events, text any store takes."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from pathlib import Path
 
 from nightowl.channels.base import Inbound
 from nightowl.channels.inbound import MAX_TEXT_CHARS, ChannelInbox
 from nightowl.router.priority import Priority
 from nightowl.router.router import Router
-from nightowl.store.channels import add_channel, get_channel
-from nightowl.store.conversations import list_conversations, messages_after
+from nightowl.store.channels import (
+    add_channel,
+    claim_due,
+    get_channel,
+    mark_sent,
+    plan_deliveries,
+    thread_of,
+)
+from nightowl.store.conversations import append_message, list_conversations, messages_after
 from nightowl.store.database import Database
 from nightowl.store.turns import turns_of
 from nightowl.store.users import ensure_owner
@@ -113,3 +122,34 @@ def test_a_received_file_never_follows_a_link_the_computer_made(
     saved.write_bytes(b"the agent changed it")
     asyncio.run(inbox.accept(channel, [again], {}))  # redelivered: stored once, file kept
     assert [p.read_bytes() for p in (home / "inbox").iterdir()] == [b"the agent changed it"]
+
+
+def test_a_reaction_that_arrives_before_its_send_is_recorded_waits_for_it(
+    database: Database, tmp_path: Path
+) -> None:
+    """The owner can press a button before the relay has recorded the id the channel gave
+    its send (a busy store): the press must find its message, not be dropped."""
+    inbox, channel_id, _ = _inbox(database, tmp_path)
+    with database.write() as session:
+        channel = get_channel(session, channel_id)
+        thread = thread_of(session, channel, "!dm", kind="direct", title="", address={})
+        message = append_message(
+            session, thread.conversation_id, role="agent", body="Approve?", trust="agent"
+        ).id
+        plan_deliveries(session)
+    with database.write() as session:
+        [due] = claim_due(session, [channel_id], lease_s=60)  # being sent now
+
+    def record_later() -> None:
+        time.sleep(0.5)
+        with database.write() as session:
+            mark_sent(session, due.id, "$sent")
+
+    recorder = threading.Thread(target=record_later)
+    recorder.start()
+    try:
+        assert inbox.message_known_as(channel, "$sent") == (message, thread.conversation_id)
+    finally:
+        recorder.join()
+    # Nothing in flight: an id the channel never gave answers None at once.
+    assert inbox.message_known_as(channel, "$never") is None

@@ -17,6 +17,7 @@ import hashlib
 import logging
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from nightowl.store.channels import (
     readdress,
     remember_refs,
     save_position,
+    sending,
     set_status,
     thread_of,
 )
@@ -48,6 +50,8 @@ log = logging.getLogger(__name__)
 
 
 MAX_TEXT_CHARS = 32_000
+# How long a reaction or a button press waits for the send it names to be recorded.
+REACTION_SETTLE_S = 10.0
 THUMBS_DOWN = "\U0001f44e"
 # A reaction's key may carry a variation selector or a skin tone: still a thumbs-down.
 _EMOJI_MODIFIERS = dict.fromkeys([0xFE0F, *range(0x1F3FB, 0x1F400)])
@@ -274,8 +278,8 @@ class ChannelInbox:
         discards; a button is its own answer): its conversation, or None when it answered
         nothing (any other reaction, a press on an old or closed question, an answer the
         question does not offer)."""
+        found = self.message_known_as(channel, event.reaction_to)
         with self._database.read() as session:
-            found = delivered_as(session, channel.id, event.reaction_to)
             question = open_question(session, found[1]) if found else None
         if found is None or question is None or question.id != found[0]:
             if event.answer is not None:
@@ -294,6 +298,22 @@ class ChannelInbox:
             return None
         return found[1]
 
+    def message_known_as(self, channel: ChannelInfo, external_id: str) -> tuple[str, str] | None:
+        """(message id, conversation id) of the agent message the channel knows by this id.
+        A reaction or a press can arrive before the relay has recorded the id the channel
+        gave its send (the owner answered within moments, or the relay's write waits on a
+        busy store): while a delivery to this channel is being sent, look again, for up to
+        REACTION_SETTLE_S, instead of dropping the owner's answer."""
+        deadline = time.monotonic() + REACTION_SETTLE_S
+        while True:
+            with self._database.read() as session:
+                found = delivered_as(session, channel.id, external_id)
+                if found is not None or not sending(session, channel.id):
+                    return found
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.1)
+
     def _mark_wrong(self, channel: ChannelInfo, event: Inbound) -> None:
         """The owner's 👎 on the channel's copy of an agent message marks that message wrong:
         a draft case (the same one however often they react), which they complete in the
@@ -301,8 +321,8 @@ class ChannelInbox:
         note = REACTION_NOTE.format(channel=channel.kind.capitalize())
         where = {"channel": channel.name, "on": event.reaction_to[:200]}
         try:
+            found = self.message_known_as(channel, event.reaction_to)
             with self._database.write() as session:
-                found = delivered_as(session, channel.id, event.reaction_to)
                 if found is None:
                     raise NotFound("the channel sent no agent message with this id")
                 case = mark_wrong(

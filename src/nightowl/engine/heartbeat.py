@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 
 from nightowl.config import Settings
@@ -18,22 +21,37 @@ from nightowl.store.workers import beat, claim_dead, stale_workers
 log = logging.getLogger(__name__)
 
 
+def stop_this_process() -> None:
+    """Stop the server as SIGTERM does (its runs stay pending in the store for their owner)."""
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 class Heartbeat:
     """Beats for this worker; recovers workers whose beat stopped (DBOS recovers only its own)."""
 
     def __init__(
-        self, settings: Settings, database: Database, engine: DurableEngine, metrics: Metrics
+        self,
+        settings: Settings,
+        database: Database,
+        engine: DurableEngine,
+        metrics: Metrics,
+        fence: Callable[[], None] = stop_this_process,
     ) -> None:
         self._settings = settings
         self._database = database
         self._engine = engine
         self._metrics = metrics
         self._me = settings.worker_id
+        self._beaten = False
+        self._fence = fence
 
-    def beat_once(self) -> None:
-        """Write this worker's heartbeat."""
+    def beat_once(self) -> str | None:
+        """Write this worker's heartbeat; the executor id of the worker that took this one
+        over while it was alive, if one did (then nothing is written)."""
         with self._database.write() as session:
-            beat(session, self._me)
+            taken_by = beat(session, self._me, first=not self._beaten)
+        self._beaten = True
+        return taken_by
 
     def take_over_dead(self) -> list[str]:
         """Recover the pending workflows of every worker whose heartbeat timed out."""
@@ -91,8 +109,20 @@ class Heartbeat:
         """Beat every interval until `stop` is set (the heartbeat's own thread)."""
         while not stop.is_set():
             try:
-                self.beat_once()
+                taken_by = self.beat_once()
             except Exception:
                 self._metrics.errors.labels(where="heartbeat").inc()
                 log.exception("heartbeat failed; retrying")
+            else:
+                if taken_by is not None:
+                    self._metrics.workers_fenced.inc()
+                    log.critical(
+                        "this worker was declared dead while it was alive (its heartbeats"
+                        " came later than NIGHTOWL_HEARTBEAT_TIMEOUT_S) and its runs were"
+                        " taken over; it stops so they run only there (restart it: it"
+                        " rejoins as a new worker)",
+                        extra={"taken_over_by": taken_by},
+                    )
+                    self._fence()
+                    return
             stop.wait(self._settings.heartbeat_interval_s)

@@ -12,12 +12,19 @@ What a DBOS step also gave, done here: retries with backoff for transient failur
 call), and noticing that the run was stopped (a preemption or a Stop on another worker:
 DBOS notices a cancelled workflow at its next step) — `ensure_running` in each call's first
 transaction.
+
+Two executions of one run (a worker declared dead while alive, and the worker that took its
+runs over) can run the same step: the second to record it gets `StepTaken`, its writes roll
+back, and the step is replayed from the first one's record, so the run goes on as one. The
+late worker stops itself at its next heartbeat (engine/heartbeat.py), and DBOS refuses its
+next checkpoint of the workflow (DBOS keeps an owner token per execution).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
@@ -26,7 +33,10 @@ from sqlalchemy.orm import Session
 
 from nightowl.models.base import is_transient
 from nightowl.store.outages import waits_out_outages
+from nightowl.store.step_results import StepTaken
 from nightowl.store.tables import Turn
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -66,9 +76,21 @@ def recorded_step(
         async def tried(*args: P.args, **kwargs: P.kwargs) -> R:
             errors: list[BaseException] = []
             wait = retries.interval_s
+            replayed = False
             while True:
                 try:
                     return await outlasting(*args, **kwargs)
+                except StepTaken as taken:
+                    # Its writes rolled back; run again, it returns the other execution's
+                    # record (once: a second conflict would be a bug, not a race).
+                    if replayed:
+                        raise
+                    replayed = True
+                    log.warning(
+                        "a step was recorded by another execution of its run: replayed",
+                        extra={"step": taken.key},
+                    )
+                    continue
                 except Exception as error:
                     if not is_transient(error) or retries.attempts <= 1:
                         raise

@@ -500,6 +500,23 @@ def delivered_as(session: Session, channel_id: str, external_id: str) -> tuple[s
     return (row[0], row[1]) if row is not None else None
 
 
+def sending(session: Session, channel_id: str) -> bool:
+    """Whether a delivery to the channel is being sent now (claimed, lease running): its
+    external id is not recorded yet, so a reaction naming it cannot be matched yet."""
+    return (
+        session.execute(
+            select(ChannelDelivery.id)
+            .where(
+                ChannelDelivery.channel_id == channel_id,
+                ChannelDelivery.state == "sending",
+                ChannelDelivery.lease_until > utcnow(),
+            )
+            .limit(1)
+        ).first()
+        is not None
+    )
+
+
 def claim_listener(session: Session, channel_id: str, worker: str, lease_s: float) -> bool:
     """Take or renew the channel's listener lease for `worker`: True while it is this
     worker's (nobody held it, it held it, or the holder's lease lapsed: a dead worker)."""

@@ -14,9 +14,20 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, delete, insert, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from nightowl.store.tables import StepResult, utcnow
+
+
+class StepTaken(Exception):
+    """Another execution of the same run recorded this step first: a worker declared dead
+    while it was alive and the worker that took over its runs both ran it. This execution's
+    writes roll back with its transaction; the step is replayed from that record."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the step {key} was recorded by another execution of its run")
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -42,7 +53,12 @@ def forget_results_before(session: Session, cutoff: datetime) -> int:
 def record_result(session: Session, key: str, result: Any) -> None:
     """Keep what the step `key` returns; call it in the transaction that commits its work."""
     session.flush()  # Core on the session's connection: what the session holds goes first
-    session.connection().execute(_RECORD, {"key": key, "result": result, "created_at": utcnow()})
+    try:
+        session.connection().execute(
+            _RECORD, {"key": key, "result": result, "created_at": utcnow()}
+        )
+    except IntegrityError as error:  # the key is the table's only constraint
+        raise StepTaken(key) from error
 
 
 # Prebuilt (Core, on the session's connection): every step that writes runs both, and a

@@ -12,8 +12,13 @@ from sqlalchemy.orm import Session
 from nightowl.store.tables import Worker, utcnow
 
 
-def beat(session: Session, executor_id: str) -> None:
-    """Record that this worker is alive (creating or reviving its row)."""
+def beat(session: Session, executor_id: str, first: bool = True) -> str | None:
+    """Record that this worker is alive (creating its row, or reviving it on a start).
+
+    A worker that beat before in this process (`first` False) and finds its row marked dead
+    was declared dead while it was alive (its beats came late) and its runs were taken over:
+    the row stays dead and the taker's executor id is returned, so the worker stops instead of
+    running those runs beside their new owner. None otherwise."""
     now = utcnow()
     row = session.get(Worker, executor_id)
     if row is None:
@@ -27,6 +32,8 @@ def beat(session: Session, executor_id: str) -> None:
                 heartbeat_at=now,
             )
         )
+    elif row.status == "dead" and not first:
+        return row.recovered_by or "another worker"
     else:
         if row.status != "alive" or row.pid != os.getpid():
             row.started_at = now
@@ -36,6 +43,7 @@ def beat(session: Session, executor_id: str) -> None:
         row.recovered_by = None
         row.recovered_at = None
     session.flush()
+    return None
 
 
 def stale_workers(session: Session, older_than: datetime, me: str) -> list[str]:
