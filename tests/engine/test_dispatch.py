@@ -15,6 +15,7 @@ import pytest
 from nightowl.config import Settings
 from nightowl.engine.durable import DurableEngine
 from nightowl.engine.queue_nudge import NudgeableEvent
+from tests.databases import fresh_database
 from tests.e2e.store_view import rows
 from tests.server import ServerProcess, say, wait_for, write_script
 
@@ -114,3 +115,34 @@ def test_the_queue_polls_fast_only_while_a_turn_waits_to_be_dispatched() -> None
     windowed._last_activity = time.monotonic()
     windowed.relax_when_idle(waiting=False)
     assert windowed._fast and windowed._queue.intervals == []
+
+
+@pytest.mark.slow
+def test_an_api_process_runs_no_queue_thread_and_no_schedule_poller(tmp_path: Path) -> None:
+    """`--role api` answers requests with no DBOS thread polling the database beside them:
+    neither the queue's nor the schedules' (a worker runs both)."""
+
+    def polling_threads() -> set[str]:
+        names = {t.name for t in threading.enumerate() if t.is_alive()}
+        return {
+            kind
+            for kind in ("queue_thread", "dynamic_scheduler_loop")
+            if any(f"({kind})" in name for name in names)
+        }
+
+    with fresh_database("postgresql", tmp_path) as url:
+        seen = {}
+        for role in ("worker", "api"):
+            settings = Settings(role=role, database_url=url, data_dir=tmp_path / role)
+            engine = DurableEngine(settings)
+            engine.launch()
+            try:
+                if role == "worker":
+                    seen[role] = wait_for(lambda: polling_threads() or None, timeout=10)
+                else:  # the patched entry points return at once: their threads end
+                    wait_for(lambda: not polling_threads(), timeout=10)
+                    seen[role] = polling_threads()
+            finally:
+                engine.shutdown()
+            wait_for(lambda: not polling_threads(), timeout=30)
+    assert seen == {"worker": {"queue_thread", "dynamic_scheduler_loop"}, "api": set()}

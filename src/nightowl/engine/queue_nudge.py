@@ -14,7 +14,8 @@ enqueues, cancels, sends and schedules, but its queue thread returns at once, so
 polled in the process that answers requests. (`DBOS.listen_queues([])` is DBOS's own switch,
 but it still polls DBOS's internal queues; `DBOSClient` enqueues without a launch, but the
 helpers' and routines' DBOS calls would all need a second path.) A DBOS option to launch
-without the queue thread would remove this.
+without the queue thread would remove this. DBOS's schedule poller is kept out of an API
+process the same way.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class QueueNudge:
         With `dispatch` False the queue thread does nothing: this process dequeues no
         workflow, others (the workers) do."""
         self.dispatch = dispatch
+        self._keep_schedules_to_dispatchers()
         current = getattr(dbos_internals, "queue_thread", None)
         if current is None:
             log.warning("DBOS has no queue_thread: queued turns start at the next poll")
@@ -87,6 +89,24 @@ class QueueNudge:
         dbos_internals.queue_thread = queue_thread  # type: ignore[attr-defined]
         self._original = original
         return True
+
+    def _keep_schedules_to_dispatchers(self) -> None:
+        """DBOS's schedule poller (a thread that reads the schedules every second and starts
+        a thread per schedule to enqueue its firings) runs only where turns are dispatched:
+        the workers enqueue routines' firings (by deterministic workflow id, so several
+        workers fire each once), and an API process polls nothing."""
+        current = getattr(dbos_internals, "dynamic_scheduler_loop", None)
+        if current is None:
+            log.warning("DBOS has no dynamic_scheduler_loop: API processes poll schedules")
+            return
+        original = getattr(current, "_nightowl_original", current)
+
+        def dynamic_scheduler_loop(stop_event: threading.Event, interval_s: float) -> None:
+            if self.dispatch:
+                original(stop_event, interval_s)
+
+        dynamic_scheduler_loop._nightowl_original = original  # type: ignore[attr-defined]
+        dbos_internals.dynamic_scheduler_loop = dynamic_scheduler_loop  # type: ignore[attr-defined]
 
     @property
     def active(self) -> bool:
