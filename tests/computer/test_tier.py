@@ -242,3 +242,41 @@ def test_a_command_given_up_by_the_worker_is_killed_on_the_host(tmp_path: Path) 
     finally:
         host.stop()
         database.dispose()
+
+
+def test_a_removed_computer_leaves_nothing_on_its_host(tmp_path: Path) -> None:
+    """An isolated helper's computer, removed when the helper ends, is removed on the host it
+    is placed on: sandbox, home and placement. A computer id that is a path is refused."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    database = Database(url)
+    upgrade(database)
+    user = new_user(database, "helper")
+    env = {"NIGHTOWL_COMPUTER_TOKEN": TOKEN, "NIGHTOWL_SANDBOX_NETWORK": "none"}
+    env["NIGHTOWL_SANDBOX_UID_BASE"] = str(UID_BASE + 95)
+    host = ComputerHostProcess(tmp_path / "host", url, env=env).start()
+    tier = RemoteComputers([host.url], TOKEN, database, wait_s=30)
+    homes = tmp_path / "host" / "homes"
+
+    async def scenario() -> None:
+        sandbox = await tier.acquire(user, "helper-run")
+        await sandbox.run("echo untrusted > build.log", timeout_s=30)
+        await tier.release("helper-run")
+        assert (homes / user / "build.log").exists()
+        assert tier.placed_host(user) is not None
+        await tier.remove(user)
+
+    try:
+        asyncio.run(scenario())
+        assert not (homes / user).exists()
+        assert tier.placed_host(user) is None
+        for bad in ("%2E%2E", "..%2Fhomes"):
+            refused = httpx.post(
+                f"{host.url}/v1/computers/{bad}/remove",
+                headers={"Authorization": f"Bearer {TOKEN}"},
+                timeout=30,
+            )
+            assert refused.status_code in (404, 422), refused.text
+        assert homes.is_dir() and (tmp_path / "host").is_dir()
+    finally:
+        host.stop()
+        database.dispose()

@@ -525,3 +525,48 @@ def test_a_helpers_outside_text_taints_its_report_and_its_held_action_reaches_th
             assert ran == [(0,)]  # the denied command never ran
         finally:
             server.stop()
+
+
+def test_an_isolated_helper_works_in_a_computer_of_its_own_that_is_removed_after(
+    tmp_path: Path, database_url: str
+) -> None:
+    """An isolated helper (untrusted code) gets a fresh computer: what it writes is not in the
+    owner's home, and once it reported, its computer's home is gone."""
+    model = script(
+        tmp_path / "script.json",
+        [
+            _start("Build the untrusted project and tell me if it works.", kind="isolated"),
+            say("It built.", final=True),
+        ],
+        [
+            call("write_file", path="build.log", content="built fine"),
+            call("shell", command="cat ~/build.log"),
+            call("report", text="It builds: build.log says built fine."),
+        ],
+    )
+    server = ServerProcess(
+        tmp_path / "data", database_url, model=model, env={"NIGHTOWL_SANDBOX_NETWORK": "none"}
+    ).start()
+    try:
+        with server.client() as client:
+            conversation = _start_and_wait(client, "Build it somewhere safe.")
+            wait_for(lambda: "It built." in bodies_of(client, conversation), timeout=120)
+            ((helper_id, status, helper_conversation, report),) = helper_rows(
+                database_url, conversation
+            )
+            assert (status, report) == ("done", "It builds: build.log says built fine.")
+            ran = [
+                e["text"]
+                for e in _helper_transcript(database_url, helper_conversation)
+                if e["kind"] == "tool_result" and e.get("tool_name") == "shell"
+            ]
+            assert ran and "built fine" in ran[0]  # it ran in a computer, its own
+            wait_for(lambda: _unfinished_workflows(database_url, server) == 0, timeout=60)
+            homes = tmp_path / "data" / "homes"
+            ((owner,),) = rows(
+                database_url, "SELECT owner_id FROM conversations WHERE id = :c", c=conversation
+            )
+            assert not (homes / owner / "build.log").exists()
+            assert not (homes / f"usr_{helper_id}").exists()  # removed with its computer
+    finally:
+        server.stop()

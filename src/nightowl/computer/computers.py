@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -28,6 +29,7 @@ from nightowl.store.computers import (
     computer_of,
     placement_of,
     record_awake,
+    record_removed,
     record_sleep,
     record_snapshot,
     release_placement,
@@ -35,6 +37,9 @@ from nightowl.store.computers import (
 from nightowl.store.database import Database
 
 log = logging.getLogger(__name__)
+
+# What a computer id (a user id) may hold: it names a folder under the homes.
+COMPUTER_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,8 @@ class Computers:
 
     def home(self, user_id: str) -> Path:
         """The user's home on the host (what the sandbox sees as /home/agent)."""
+        if not COMPUTER_ID.fullmatch(user_id):  # a folder under the homes, never `..`
+            raise SandboxError(f"not a computer id: {user_id[:100]!r}")
         return self.settings.homes_dir / user_id
 
     def _computer(self, user_id: str) -> _Computer:
@@ -353,6 +360,23 @@ class Computers:
             if computer.sandbox is not None:
                 computer.sandbox.stop()
             computer.sandbox, computer.frozen_since = None, None
+
+    async def remove(self, user_id: str) -> None:
+        """The computer is gone for good (an isolated helper's, once the helper ended): its
+        sandbox killed, its home deleted (`rmtree` follows no link the computer made), its
+        placement and snapshot forgotten (a later acquire would start it fresh)."""
+        await asyncio.to_thread(self.remove_now, user_id)
+
+    def remove_now(self, user_id: str) -> None:
+        """`remove`, blocking."""
+        computer = self._computer(user_id)
+        with computer.lock:
+            if computer.sandbox is not None:
+                computer.sandbox.stop()
+            computer.sandbox, computer.frozen_since, computer.claimed_at = None, None, None
+            shutil.rmtree(self.home(user_id), ignore_errors=True)
+            with self.database.write() as session:
+                record_removed(session, user_id)
 
     def state(self, user_id: str) -> str:
         """'off', 'running' or 'frozen', as this process sees it."""

@@ -25,7 +25,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from nightowl.computer.browser_host import HostedBrowsers, deny
-from nightowl.computer.computers import Computers, PlacedElsewhere, sleep_idle_forever
+from nightowl.computer.computers import (
+    COMPUTER_ID,
+    Computers,
+    PlacedElsewhere,
+    sleep_idle_forever,
+)
 from nightowl.computer.desktop import Desktops
 from nightowl.computer.desktop_host import add_display_routes
 from nightowl.computer.sandbox import Sandbox, SandboxError
@@ -106,7 +111,14 @@ def build_host_app(computers: Computers, token: str, renew_every_s: float) -> Fa
             await asyncio.to_thread(computers.close)
 
     app = FastAPI(title="nightowl computer host", lifespan=lifespan)
-    guarded = [Depends(worker_only)]
+
+    def plain_computer_id(request: Request) -> None:
+        # A computer id names a folder under the homes: never `..` or a path.
+        user_id = request.path_params.get("user_id")
+        if user_id is not None and not COMPUTER_ID.fullmatch(user_id):
+            raise HTTPException(422, "not a computer id (letters, digits, '_' and '-' only)")
+
+    guarded = [Depends(worker_only), Depends(plain_computer_id)]
 
     @app.exception_handler(SandboxError)
     async def _refused(_request: Request, error: SandboxError) -> JSONResponse:
@@ -204,6 +216,11 @@ def build_host_app(computers: Computers, token: str, renew_every_s: float) -> Fa
     async def destroy(user_id: str) -> dict[str, bool]:
         await computers.destroy(user_id)
         return {"destroyed": True}
+
+    @app.post("/v1/computers/{user_id}/remove", dependencies=guarded)
+    async def remove(user_id: str) -> dict[str, bool]:
+        await computers.remove(user_id)
+        return {"removed": True}
 
     @app.get("/v1/computers/{user_id}/state", dependencies=guarded)
     async def state(user_id: str) -> dict[str, str]:

@@ -250,6 +250,11 @@ class RemoteComputers:
         """Kill the computer's sandbox on its host (its home stays)."""
         await self._on_its_host(user_id, "destroy")
 
+    async def remove(self, user_id: str) -> None:
+        """Remove the computer on its host: sandbox, home and placement (asleep, on no
+        host, it has nothing on any host)."""
+        await self._on_its_host(user_id, "remove")
+
     async def sleep_idle(self) -> int:
         """Hosts put their idle computers to sleep themselves."""
         return 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -286,9 +285,8 @@ class Helpers:
         computers = self.deps.computers
         if helper.kind == "isolated":
             computer = await outlast(self._computer_id, helper)
-            if computers is not None:
-                await computers.destroy(computer)
-                await asyncio.to_thread(shutil.rmtree, computers.home(computer), True)
+            if computers is not None:  # in process or on its host
+                await computers.remove(computer)
         elif computers is not None:
             # Removed inside the computer, as its user: the server (root) removing the folder
             # on its own disk would follow a link the computer made on the way (`~/helpers`

@@ -106,7 +106,7 @@ class QueueNudge:
                 original(stop_event, interval_s)
 
         dynamic_scheduler_loop._nightowl_original = original  # type: ignore[attr-defined]
-        dbos_internals.dynamic_scheduler_loop = dynamic_scheduler_loop  # type: ignore[attr-defined]
+        dbos_internals.dynamic_scheduler_loop = dynamic_scheduler_loop  # type: ignore[attr-defined,assignment]
 
     @property
     def active(self) -> bool:

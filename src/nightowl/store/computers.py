@@ -63,6 +63,24 @@ def record_awake(session: Session, user_id: str) -> None:
     row.state = "awake"
 
 
+def record_removed(session: Session, user_id: str) -> None:
+    """The computer is gone (an isolated helper's): no snapshot to wake from, on no host.
+    Its snapshots are content-addressed and may be another computer's too: they stay in the
+    blob store."""
+    session.execute(
+        update(Computer)
+        .where(Computer.user_id == user_id)
+        .values(
+            state="awake",
+            snapshot=None,
+            snapshot_bytes=0,
+            snapshot_at=None,
+            host=None,
+            host_until=None,
+        )
+    )
+
+
 def snapshot_references(session: Session) -> list[str]:
     """Every computer's last snapshot (`blob:<sha256>`): what a backup must keep."""
     found = session.scalars(
