@@ -338,6 +338,11 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
             lease_s=settings.channel_delivery_lease_s,
             worker_id=settings.worker_id,
             listener_lease_s=settings.channel_listener_lease_s,
+            file_drop=(
+                app.state.computers.put_file
+                if isinstance(app.state.computers, RemoteComputers)
+                else None
+            ),
         ),
     )
     schedules.reconcile()

@@ -16,14 +16,21 @@ from typing import Any
 import httpx
 import pytest
 
+from nightowl.channels.base import Inbound
+from nightowl.channels.inbound import ChannelInbox
 from nightowl.computer.remote import RemoteComputers
+from nightowl.router.router import Router
+from nightowl.store.channels import add_channel, get_channel
+from nightowl.store.conversations import list_conversations, messages_after
 from nightowl.store.database import Database
 from nightowl.store.migrate import upgrade
+from nightowl.store.users import ensure_owner
 from tests.computer.sandboxes import UID_BASE, new_user
 from tests.computer.tier import TOKEN, ComputerHostProcess, s3_server, snapshot_keys
 from tests.databases import fresh_database
 from tests.e2e.store_view import rows
 from tests.server import ServerProcess, wait_for, write_script
+from tests.store.test_store import RecordingQueue
 
 pytestmark = pytest.mark.slow
 
@@ -280,3 +287,55 @@ def test_a_removed_computer_leaves_nothing_on_its_host(tmp_path: Path) -> None:
     finally:
         host.stop()
         database.dispose()
+
+
+def test_a_file_received_on_a_channel_lands_in_the_computer_on_its_host(tmp_path: Path) -> None:
+    """With the computers on a tier, a channel's received file is written into the owner's
+    computer on its host (inside it, as its user), not into the receiving worker's disk; one
+    the computer cannot take is named in the message as not saved."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    database = Database(url)
+    upgrade(database)
+    with database.write() as session:
+        owner = ensure_owner(session)
+        channel = add_channel(session, owner.id, "chat", "matrix", {"owner": "@me:x"})
+    env = {"NIGHTOWL_COMPUTER_TOKEN": TOKEN, "NIGHTOWL_SANDBOX_NETWORK": "none"}
+    env["NIGHTOWL_SANDBOX_UID_BASE"] = str(UID_BASE + 97)
+    host = ComputerHostProcess(tmp_path / "host", url, env=env).start()
+    tier = RemoteComputers([host.url], TOKEN, database, wait_s=30)
+    inbox = ChannelInbox(
+        database, Router(database, RecordingQueue()), tmp_path / "worker-homes", None, tier.put_file
+    )
+    data = bytes(range(256)) * 4096  # 1 MiB, every byte value
+    with database.read() as session:
+        info = get_channel(session, channel.id)
+
+    def said(n: int) -> str:
+        with database.read() as session:
+            [conversation] = list_conversations(session, owner.id)
+            return messages_after(session, conversation.id, 0)[n].body
+
+    try:
+        scan = [("scan.bin", "", data)]
+        photo = Inbound("$1", "!dm", "@me:x", "the scan", direct=True, files=scan)
+        asyncio.run(inbox.accept(info, [photo], {}))
+        kept = re.search(r"~/inbox/(\S+) \(1,048,576 bytes\)", said(0))
+        assert kept is not None, said(0)
+        on_host = tmp_path / "host" / "homes" / owner.id / "inbox" / kept[1]
+        assert on_host.read_bytes() == data
+        assert on_host.stat().st_uid != 0  # written by the computer's user
+        assert not (tmp_path / "worker-homes").exists()
+        # The computer made ~/inbox a file: the next file is refused there, and said so.
+        asyncio.run(_run_in(tier, owner.id, "rm -rf inbox && echo x > inbox"))
+        again = Inbound("$2", "!dm", "@me:x", "another", direct=True, files=[("b.txt", "", b"b")])
+        asyncio.run(inbox.accept(info, [again], {}))
+        assert "b.txt (not saved: the computer could not take it)" in said(1)
+    finally:
+        host.stop()
+        database.dispose()
+
+
+async def _run_in(tier: RemoteComputers, user: str, command: str) -> None:
+    sandbox = await tier.acquire(user, "shell")
+    await sandbox.run(command, timeout_s=30)
+    await tier.release("shell")

@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,10 @@ from nightowl.store.questions import (
 )
 
 log = logging.getLogger(__name__)
+
+# Where a received file goes when the computers are on a tier: (owner id, path in the home,
+# bytes), written inside the computer as its user (RemoteComputers.put_file).
+FileDrop = Callable[[str, str, bytes], Awaitable[None]]
 
 
 MAX_TEXT_CHARS = 32_000
@@ -124,10 +129,12 @@ class ChannelInbox:
         router: Router,
         homes_dir: Path | None = None,
         vault_key: bytes | None = None,
+        file_drop: FileDrop | None = None,
     ) -> None:
         self._database = database
         self._router = router
         self._homes_dir = homes_dir
+        self._file_drop = file_drop  # the computers are on a tier: files go there
         self._vault_key = vault_key  # redacts the owner's secrets from a case a 👎 makes
 
     def _save_files(self, channel: ChannelInfo, event: Inbound) -> str:
@@ -135,13 +142,11 @@ class ChannelInbox:
         them; what the message says about them. Written without following a link (the
         agent's computer may have made `~/inbox` one, to anywhere on this machine), each file
         new (the same event again finds it there)."""
-        if not event.files or self._homes_dir is None:
+        if not event.files or self._homes_dir is None or self._file_drop is not None:
             return ""
         home = self._homes_dir / channel.owner_id
-        prefix = hashlib.sha256(f"{channel.id}:{event.event_id}".encode()).hexdigest()[:8]
         saved = []
-        for n, (name, _, data) in enumerate(event.files):
-            kept = f"{prefix}-{n}-{_safe_name(name)}"
+        for kept, name, data in _kept_names(channel, event):
             try:
                 write_new_file(home, "inbox", kept, data)
             except OSError as error:
@@ -154,20 +159,47 @@ class ChannelInbox:
             saved.append(f"~/inbox/{kept} ({len(data):,} bytes)")
         return "\n\n(files received, saved as: " + ", ".join(saved) + ")"
 
+    async def _drop_files(self, channel: ChannelInfo, event: Inbound) -> str:
+        """Received files written into the owner's computer on its host (a computer tier),
+        inside it as its user; what the message says about them."""
+        assert self._file_drop is not None
+        saved = []
+        for kept, name, data in _kept_names(channel, event):
+            try:
+                await self._file_drop(channel.owner_id, f"~/inbox/{kept}", data)
+            except Exception as error:  # the host refused or is away: said, not fatal
+                log.warning(
+                    "a received file was not saved",
+                    extra={"channel": channel.name, "why": str(error)[:200]},
+                )
+                saved.append(f"{_safe_name(name)} (not saved: the computer could not take it)")
+                continue
+            saved.append(f"~/inbox/{kept} ({len(data):,} bytes)")
+        return "\n\n(files received, saved as: " + ", ".join(saved) + ")"
+
     async def accept(
         self, channel: ChannelInfo, events: list[Inbound], position: dict[str, Any] | None
     ) -> list[str]:
         """Store the events (each once) and then the position (None: events pushed over HTTP
         move no stored position); their conversation ids."""
-        conversations = await asyncio.to_thread(self._accept, channel, events, position)
+        notes: dict[int, str] = {}
+        if self._file_drop is not None:  # files of the events that become messages
+            for n, event in enumerate(events):
+                if event.files and not event.reaction_to and (event.direct or event.addressed):
+                    notes[n] = await self._drop_files(channel, event)
+        conversations = await asyncio.to_thread(self._accept, channel, events, position, notes)
         return conversations
 
     def _accept(
-        self, channel: ChannelInfo, events: list[Inbound], position: dict[str, Any] | None
+        self,
+        channel: ChannelInfo,
+        events: list[Inbound],
+        position: dict[str, Any] | None,
+        notes: dict[int, str] | None = None,
     ) -> list[str]:
         owners = owners_of(channel.settings)
         conversations = []
-        for event in events:
+        for n, event in enumerate(events):
             owner = event.verified and is_owner(event.sender, owners)
             if event.reaction_to:  # an answer, or a reply marked wrong: only the owner's
                 if not owner:
@@ -209,7 +241,7 @@ class ChannelInbox:
                 continue
             trust = "owner" if owner else "untrusted"
             said = storable(event.text if owner else _outside(event))
-            text = said + self._save_files(channel, event)
+            text = said + ((notes or {}).get(n) or self._save_files(channel, event))
             urgent = owner and event.direct
             accepted = self._router.accept(
                 IncomingMessage(
@@ -350,6 +382,16 @@ def _pressed(controls: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]
         return validate_answer(controls, pressed)
     except Invalid:
         return None
+
+
+def _kept_names(channel: ChannelInfo, event: Inbound) -> list[tuple[str, str, bytes]]:
+    """Each received file's name in `~/inbox/` (the same for the same event: a repeat finds
+    it), its own name and its bytes."""
+    prefix = hashlib.sha256(f"{channel.id}:{event.event_id}".encode()).hexdigest()[:8]
+    return [
+        (f"{prefix}-{n}-{_safe_name(name)}", name, data)
+        for n, (name, _, data) in enumerate(event.files)
+    ]
 
 
 def _outside(event: Inbound) -> str:

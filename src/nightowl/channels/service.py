@@ -23,7 +23,7 @@ from nightowl.channels.base import (
     HttpRequest,
     Inbound,
 )
-from nightowl.channels.inbound import ChannelInbox
+from nightowl.channels.inbound import ChannelInbox, FileDrop
 from nightowl.channels.relay import OutboundRelay, backoff_s
 from nightowl.router.router import Router
 from nightowl.safety.vault import open_secrets
@@ -89,6 +89,8 @@ class ChannelRuntime:
     listener_lease_s: float = 15.0
     lease_s: float = 60.0
     max_backoff_s: float = 60.0
+    # The computers are on a tier: received files are written into them there.
+    file_drop: FileDrop | None = None
 
 
 class NoIngress(LookupError):
@@ -116,7 +118,9 @@ class ChannelService:
         self, database: Database, router: Router, changes: ChangeFeed, runtime: ChannelRuntime
     ) -> None:
         self._database = database
-        self._inbox = ChannelInbox(database, router, runtime.homes_dir, runtime.vault_key)
+        self._inbox = ChannelInbox(
+            database, router, runtime.homes_dir, runtime.vault_key, runtime.file_drop
+        )
         self._changes = changes
         self._runtime = runtime
         self._running: dict[str, _Running] = {}

@@ -17,7 +17,9 @@ Attachments are read inside the computer too (tools/messaging.py `attach_remote_
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import secrets
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -217,6 +219,19 @@ class RemoteComputers:
                 return sandbox
             await asyncio.sleep(0.25)
         raise SandboxError(f"no computer host could wake this computer: {why}")
+
+    async def put_file(self, user_id: str, path: str, data: bytes) -> None:
+        """Write a file into the computer's home on its host (one received on a channel),
+        inside the computer as its user: a link the computer made leads nowhere it could not
+        write itself. Wakes the computer if it sleeps (a turn about the file follows)."""
+        holder = f"put-{secrets.token_hex(8)}"
+        try:
+            sandbox = await self.acquire(user_id, holder)
+            content = base64.b64encode(data).decode()
+            request = {"op": "write", "path": path, "content": content, "encoding": "base64"}
+            await sandbox.call(request, timeout_s=120)  # a refusal raises SandboxError
+        finally:
+            await self.release(holder)
 
     def forget(self, sandbox: RemoteSandbox) -> None:
         """Drop a sandbox whose host stopped answering."""

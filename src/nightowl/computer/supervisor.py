@@ -45,13 +45,13 @@ def _send(conn: socket.socket, message: dict[str, object]) -> None:
 
 
 def _read_request(conn: socket.socket) -> dict[str, object]:
-    data = b""
-    while not data.endswith(b"\n"):
+    chunks: list[bytes] = []  # joined once: a file written whole can be megabytes
+    while not chunks or not chunks[-1].endswith(b"\n"):
         chunk = conn.recv(65536)
         if not chunk:
             raise ConnectionError("request cut short")
-        data += chunk
-    request = json.loads(data)
+        chunks.append(chunk)
+    request = json.loads(b"".join(chunks))
     if not isinstance(request, dict):
         raise ValueError("a request is a JSON object")
     return request
@@ -193,7 +193,10 @@ def _read(request: dict[str, object]) -> dict[str, object]:
 def _write(request: dict[str, object]) -> dict[str, object]:
     path = _resolve(request["path"])
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    data = str(request.get("content", "")).encode()
+    content = str(request.get("content", ""))
+    # A file's bytes (one received on a channel, on a tier), or text.
+    binary = request.get("encoding") == "base64"
+    data = base64.b64decode(content, validate=True) if binary else content.encode()
     if request.get("append"):
         with open(path, "ab") as file:
             file.write(data)
