@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from dbos import DBOS, DBOSConfig, PropagateOtelContext, SetEnqueueOptions, SetWorkflowID
+from dbos._dbos import _get_dbos_instance as _dbos_instance
+from dbos._recovery import _recover_workflow
 from opentelemetry import context as otel_context
 from sqlalchemy import Engine, create_engine, event
 
@@ -21,6 +23,9 @@ from nightowl.engine.timers import TIMER_QUEUE, TimerWorkflow
 from nightowl.store.turns import TurnInfo
 
 log = logging.getLogger(__name__)
+
+# How long a workflow claimed by this worker may go unstarted before it is started again.
+STRANDED_GRACE_S = 10.0
 
 CONVERSATION_QUEUE = "nightowl-conversations"
 COMPACTION_QUEUE = "nightowl-compactions"
@@ -92,6 +97,7 @@ class DurableEngine:
         self._fast = True  # the conversation queue's pace (engine launched: active)
         self._last_activity = 0.0  # when a turn was last enqueued (time.monotonic())
         self._nudge = QueueNudge()
+        self._stranded: dict[str, float] = {}  # workflow id -> when first seen not running
         # An API process dispatches nothing: it enqueues, and the workers dequeue.
         self.dispatches = settings.role != "api"
         # Before launch: DBOS's queue threads get a nudgeable event (or, in an API process,
@@ -262,6 +268,38 @@ class DurableEngine:
         """Take over the unfinished workflows of a dead worker; returns how many."""
         handles = DBOS._recover_pending_workflows([executor_id])
         return len(handles)
+
+    def restart_stranded(self, grace_s: float = STRANDED_GRACE_S) -> list[str]:
+        """Start again this worker's workflows that DBOS claimed from a queue but never ran.
+
+        DBOS's queue thread claims a workflow (PENDING, this executor) in one transaction and
+        then reads its status to run it; when the database goes away between the two, it
+        logs the error and the workflow stays claimed, run by no one, until this process
+        restarts — and a conversation's queue (one turn at a time) dispatches nothing more
+        behind it. Found in a full-suite run of the in-flight outage test. A workflow of
+        this executor that stays PENDING and not running here for `grace_s` (two looks) is
+        re-enqueued as DBOS's own recovery does (its atomic dequeue admits one runner)."""
+        dbos = _dbos_instance()
+        pending = dbos._sys_db.get_pending_workflows(
+            self._settings.worker_id, self._settings.application_version
+        )
+        running = set(dbos._active_workflows_set.activeList())
+        now = time.monotonic()
+        seen: dict[str, float] = {}
+        restarted = []
+        for workflow in pending:
+            if workflow.workflow_id in running:
+                continue
+            first = self._stranded.get(workflow.workflow_id, now)
+            if now - first < grace_s:
+                seen[workflow.workflow_id] = first
+                continue
+            _recover_workflow(dbos, workflow, [self._settings.worker_id])
+            restarted.append(workflow.workflow_id)
+        self._stranded = seen
+        if restarted:
+            log.warning("restarted workflows claimed but never run", extra={"ids": restarted})
+        return restarted
 
     def delete_finished_before(self, cutoff_iso: str, batch: int = 500) -> int:
         """Delete finished workflow records that completed before `cutoff_iso`."""

@@ -7,11 +7,12 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
 from nightowl.config import Settings
-from nightowl.engine.durable import DurableEngine
+from nightowl.engine.durable import STRANDED_GRACE_S, DurableEngine
 from nightowl.metrics import Metrics
 from nightowl.store.database import Database
 from nightowl.store.tables import utcnow
@@ -92,12 +93,16 @@ class Heartbeat:
             target=self._beat_until, args=(stop,), name="heartbeat", daemon=True
         )
         beater.start()
+        last_look = time.monotonic()
         try:
             while True:
                 if takes_over:
                     try:
                         await asyncio.to_thread(self.take_over_dead)
                         await asyncio.to_thread(self.pace_queue)
+                        if time.monotonic() - last_look >= STRANDED_GRACE_S / 2:
+                            last_look = time.monotonic()
+                            await asyncio.to_thread(self._engine.restart_stranded)
                     except Exception:
                         self._metrics.errors.labels(where="heartbeat").inc()
                         log.exception("taking over dead workers failed; retrying")
