@@ -1,7 +1,7 @@
-// The channels page: the owner lists, adds, tests and removes e-mail and Matrix channels.
-// Text is always set with textContent: a channel's error may quote a remote server.
-// A password or token goes to the vault first (PUT /v1/secrets/NAME) and the channel's
-// settings only name it: the credential is never sent, stored or shown as a setting.
+// The channels page: the owner lists, adds, tests and removes e-mail, Matrix, Slack and
+// Telegram channels. Text is always set with textContent: a channel's error may quote a remote
+// server. Each password or token goes to the vault first (PUT /v1/secrets/NAME) and the
+// channel's settings only name it: a credential is never sent, stored or shown as a setting.
 
 import { ApiError, NetworkError, Unauthorized, request } from "/app/api.js";
 import { $, actThenReload, button, element, showProblem } from "/app/page.js";
@@ -9,11 +9,55 @@ import { $, actThenReload, button, element, showProblem } from "/app/page.js";
 const REFRESH_MS = 5000; // a listener reports its state within seconds of starting
 // The server's rule for a name (api/inputs.py), checked before the vault is touched.
 const NAME = /^[a-z][a-z0-9_-]{0,39}$/;
+// Each kind's credentials: the setting that names the vault secret, the secret's suffix
+// (CHANNEL_<NAME>_<SUFFIX>), and the modes it is asked for in (none: always). Each one asked
+// for is needed, typed here or named in the advanced JSON.
 const CREDENTIALS = {
-  email: { setting: "password_secret", suffix: "PASSWORD", label: "Password" },
-  matrix: { setting: "access_token_secret", suffix: "TOKEN", label: "Access token" },
+  email: [{ setting: "password_secret", suffix: "PASSWORD", label: "Password" }],
+  matrix: [{ setting: "access_token_secret", suffix: "TOKEN", label: "Access token" }],
+  slack: [
+    {
+      setting: "bot_token_secret",
+      suffix: "BOT_TOKEN",
+      label: "Bot token",
+      placeholder: "bot token (xoxb-…)",
+    },
+    {
+      setting: "app_token_secret",
+      suffix: "APP_TOKEN",
+      label: "App-level token",
+      placeholder: "app-level token (xapp-…)",
+      modes: ["socket", "both"],
+    },
+    {
+      setting: "signing_secret_secret",
+      suffix: "SIGNING_SECRET",
+      label: "Signing secret",
+      placeholder: "signing secret",
+      modes: ["http", "both"],
+    },
+  ],
+  telegram: [
+    {
+      setting: "bot_token_secret",
+      suffix: "BOT_TOKEN",
+      label: "Bot token",
+      placeholder: "bot token (from @BotFather)",
+    },
+    {
+      setting: "webhook_secret_secret",
+      suffix: "WEBHOOK_SECRET",
+      label: "Webhook secret token",
+      placeholder: "secret token (you choose it)",
+      modes: ["webhook"],
+      // Telegram's rule for setWebhook's secret_token
+      pattern: /^[A-Za-z0-9_-]{1,256}$/,
+      rule: "1-256 letters, digits, '_' or '-'",
+    },
+  ],
 };
-const KIND_WORDS = { email: "e-mail", matrix: "Matrix" };
+const KIND_WORDS = { email: "e-mail", matrix: "Matrix", slack: "Slack", telegram: "Telegram" };
+const TELEGRAM_MODES = { polling: "long polling", webhook: "webhook" };
 const STATUS_WORDS = { new: "starting…" };
 
 const items = new Map(); // channel name -> its list item and the parts a refresh updates
@@ -93,10 +137,12 @@ function channelItem(name) {
     item,
     state: element("span", "memory-meta"),
     counts: element("span", "memory-meta"),
+    ingress: element("span", "memory-meta channel-url"),
     error: element("span", "memory-body error-text"),
     report: element("div", "connector-report"),
   };
   parts.report.setAttribute("role", "status");
+  parts.ingress.hidden = true;
   parts.error.hidden = true;
   const actions = element("span", "");
   const testButton = button("Test", () => test(name, parts, testButton));
@@ -106,6 +152,7 @@ function channelItem(name) {
     element("span", "memory-text", name),
     parts.state,
     parts.counts,
+    parts.ingress,
     parts.error,
     actions,
     confirm,
@@ -114,14 +161,54 @@ function channelItem(name) {
   return parts;
 }
 
+const owners = (owner) => (Array.isArray(owner) ? owner.join(", ") : owner);
+
+// What tells the channel apart in the list: its address or account, or its owner and mode.
+function where(channel) {
+  const s = channel.settings;
+  switch (channel.kind) {
+    case "email":
+      return [s.address];
+    case "matrix":
+      return [s.user_id];
+    case "slack": {
+      const ways = [s.app_token_secret && "Socket Mode", s.signing_secret_secret && "Events API"];
+      return [s.owner && `owner ${owners(s.owner)}`, ways.filter(Boolean).join(" + ")];
+    }
+    case "telegram": {
+      const mode = s.mode || "polling";
+      return [s.owner && `owner ${s.owner}`, TELEGRAM_MODES[mode] ?? mode, s.alerts && "alerts"];
+    }
+    default:
+      return [];
+  }
+}
+
+// The URL the service pushes events to, where the channel takes them over HTTP.
+function ingressNote(channel) {
+  const s = channel.settings;
+  if (!channel.ingress_url) return "";
+  if (channel.kind === "slack" && s.signing_secret_secret) {
+    return `Request URL for Slack (Event Subscriptions, Interactivity): ${channel.ingress_url}`;
+  }
+  if (channel.kind === "telegram" && s.mode === "webhook") {
+    return `Webhook URL for Telegram (setWebhook, with the secret token): ${channel.ingress_url}`;
+  }
+  return "";
+}
+
 function update(parts, channel) {
-  const where = channel.kind === "email" ? channel.settings.address : channel.settings.user_id;
   const status = STATUS_WORDS[channel.status] ?? channel.status;
   parts.item.dataset.status = channel.status;
   setText(
     parts.state,
-    [KIND_WORDS[channel.kind] ?? channel.kind, where, status].filter(Boolean).join(" · "),
+    [KIND_WORDS[channel.kind] ?? channel.kind, ...where(channel), status]
+      .filter(Boolean)
+      .join(" · "),
   );
+  const ingress = ingressNote(channel);
+  setText(parts.ingress, ingress);
+  parts.ingress.hidden = !ingress;
   const d = channel.deliveries;
   const pending = (d.pending ?? 0) + (d.sending ?? 0);
   setText(
@@ -178,10 +265,63 @@ async function refresh() {
 // -- adding ---------------------------------------------------------------------------------
 
 const kindOf = () => $("add-kind").value;
-const secretName = (name, kind) => `CHANNEL_${name.toUpperCase()}_${CREDENTIALS[kind].suffix}`;
+const lower = (label) => label.toLowerCase();
+const secretName = (name, credential) => `CHANNEL_${name.toUpperCase()}_${credential.suffix}`;
+// The shown kind's mode (Slack: how events come; Telegram: polling or webhook), if it has one.
+const modeOf = (kind) => document.querySelector(`#${kind}-settings [data-mode]`)?.value ?? "";
+const asked = (credential, mode) => !credential.modes || credential.modes.includes(mode);
 
-function showSecretName() {
-  $("credential-name").textContent = secretName($("add-name").value.trim() || "…", kindOf());
+let credentialFields = []; // the shown kind's: { credential, input, name (its <code>), row }
+
+function showSecretNames() {
+  const name = $("add-name").value.trim() || "…";
+  for (const field of credentialFields) field.name.textContent = secretName(name, field.credential);
+}
+
+// One password field per credential of the kind, each saying the vault name it will have.
+// The first keeps the page's original ids (add-credential, credential-name).
+function showCredentials(kind) {
+  credentialFields = CREDENTIALS[kind].map((credential, index) => {
+    const id = index ? `-${index + 1}` : "";
+    const input = element("input");
+    Object.assign(input, {
+      id: `add-credential${id}`,
+      type: "password",
+      autocomplete: "new-password",
+      spellcheck: false,
+      placeholder: credential.placeholder ?? `${lower(credential.label)} (kept in the vault)`,
+    });
+    input.setAttribute("aria-label", credential.label);
+    input.setAttribute("aria-describedby", `credential-hint${id}`);
+    const name = element("code", "");
+    name.id = `credential-name${id}`;
+    const hint = element("p", "hint", `${credential.label}: kept in the vault as `);
+    hint.id = `credential-hint${id}`;
+    hint.append(name, `; the channel's settings only name it (${credential.setting}).`);
+    const box = element("div", "memory-add");
+    box.append(input);
+    const row = element("div", "channel-credential");
+    row.dataset.setting = credential.setting;
+    row.append(box, hint);
+    return { credential, input, name, row };
+  });
+  $("credentials").replaceChildren(...credentialFields.map((field) => field.row));
+  showSecretNames();
+}
+
+// Show (and enable) what the chosen mode asks for; hide and disable the rest.
+function showMode() {
+  const kind = kindOf();
+  const mode = modeOf(kind);
+  for (const node of document.querySelectorAll(`#${kind}-settings [data-modes]`)) {
+    const shown = node.dataset.modes.split(" ").includes(mode);
+    node.hidden = !shown;
+    if ("disabled" in node) node.disabled = !shown; // neither sent nor checked
+  }
+  for (const { credential, input, row } of credentialFields) {
+    row.hidden = !asked(credential, mode);
+    input.disabled = row.hidden;
+  }
 }
 
 function showKind() {
@@ -191,10 +331,8 @@ function showKind() {
     fieldset.hidden = !shown;
     fieldset.disabled = !shown; // a hidden kind's fields are neither sent nor checked
   }
-  const { label } = CREDENTIALS[kind];
-  $("add-credential").setAttribute("aria-label", label);
-  $("add-credential").placeholder = `${label.toLowerCase()} (kept in the vault)`;
-  showSecretName();
+  showCredentials(kind);
+  showMode();
 }
 
 function advancedSettings() {
@@ -214,6 +352,7 @@ function advancedSettings() {
 
 function fieldValue(field) {
   const label = field.getAttribute("aria-label") ?? field.dataset.setting;
+  if (field.dataset.flag !== undefined) return field.checked;
   if (field.dataset.number !== undefined) {
     if (field.validity.badInput || (field.value !== "" && !Number.isInteger(field.valueAsNumber))) {
       throw new FormProblem(`${label}: give a whole number`);
@@ -222,79 +361,124 @@ function fieldValue(field) {
   }
   const value = field.value.trim();
   if (!value) return undefined;
-  if (field.dataset.setting !== "owner") return value;
-  const owners = value.split(",").map((o) => o.trim()).filter(Boolean);
-  return owners.length === 1 ? owners[0] : owners;
+  if (field.dataset.list === undefined) return value;
+  const listed = value.split(",").map((o) => o.trim()).filter(Boolean);
+  return listed.length === 1 ? listed[0] : listed;
 }
 
-// The settings the form gives for the kind, numbers as numbers, the advanced JSON on top.
+// The settings the form gives for the kind, numbers as numbers, flags as true or false, the
+// advanced JSON on top. A field the chosen mode does not ask for is left out.
 function settingsOf(kind) {
   const settings = {};
   for (const field of document.querySelectorAll(`#${kind}-settings [data-setting]`)) {
+    if (field.matches(":disabled")) continue;
     const value = fieldValue(field);
     if (value !== undefined) settings[field.dataset.setting] = value;
   }
   return { ...settings, ...advancedSettings() };
 }
 
+// The credentials typed for the kind's mode, each with its vault name. One asked for and
+// neither typed nor named in the advanced JSON is a problem of the form.
+function credentialsOf(kind, name, settings) {
+  const mode = modeOf(kind);
+  const given = [];
+  for (const { credential, input } of credentialFields) {
+    if (!asked(credential, mode)) continue;
+    const { setting, label } = credential;
+    const value = input.value;
+    if (!value) {
+      if (setting in settings) continue;
+      throw new FormProblem(
+        `Give the ${lower(label)}, or name a vault secret as ${setting} (advanced settings)`,
+      );
+    }
+    if (setting in settings) {
+      throw new FormProblem(`Give the ${lower(label)} or ${setting}, not both`);
+    }
+    if (credential.pattern && !credential.pattern.test(value)) {
+      throw new FormProblem(`${label}: ${credential.rule}`);
+    }
+    given.push({ ...credential, value, secret: secretName(name, credential) });
+  }
+  return given;
+}
+
 // After a refused add, take back a secret this form made; one that was there before stays.
+// Returns what stayed in the vault, or "" when the secret is gone again.
 async function undoSecret(name, existed, label) {
   if (!existed) {
     try {
       await request("DELETE", `/v1/secrets/${name}`);
-      return "Nothing was saved.";
+      return "";
     } catch {
-      // say what stayed behind
+      return `The ${lower(label)} is still in the vault as ${name} (deleting it failed).`;
     }
   }
-  return `The ${label.toLowerCase()} was stored in the vault as ${name}; nothing else was saved.`;
+  return (
+    `The ${lower(label)} was stored in the vault as ${name} (a secret of that name was there ` +
+    "before: it keeps the new value)."
+  );
 }
 
-// Store the credential, then add the channel naming it. Returns the secret's name, if any.
+async function undoSecrets(made, existing) {
+  const kept = [];
+  for (const { secret, label } of made) {
+    const stayed = await undoSecret(secret, existing.has(secret), label);
+    if (stayed) kept.push(stayed);
+  }
+  return kept.length ? `${kept.join(" ")} Nothing else was saved.` : "Nothing was saved.";
+}
+
+// Store the credentials, then add the channel naming them. Returns the credentials stored
+// (with their vault names) and the channel as the server made it.
 async function addChannel() {
   const kind = kindOf();
   const name = $("add-name").value.trim();
-  const credential = $("add-credential").value;
-  const { setting, label } = CREDENTIALS[kind];
   if (!NAME.test(name)) {
     throw new FormProblem(
       "Name: 1-40 lowercase letters, digits, '_' or '-', starting with a letter",
     );
   }
   const settings = settingsOf(kind);
+  const given = credentialsOf(kind, name, settings);
   const { body: current } = await request("GET", "/v1/channels");
   if (current.some((c) => c.name === name)) {
     throw new FormProblem(
       `You already have a channel named ${name}: remove it first, or pick another name`,
     );
   }
-  if (!credential) {
-    if (setting in settings) {
-      await request("POST", "/v1/channels", { name, kind, settings });
-      return null;
-    }
-    throw new FormProblem(
-      `Give the ${label.toLowerCase()}, or name a vault secret as ${setting} (advanced settings)`,
-    );
+  if (!given.length) {
+    const { body: channel } = await request("POST", "/v1/channels", { name, kind, settings });
+    return { given, channel };
   }
-  if (setting in settings) {
-    throw new FormProblem(`Give the ${label.toLowerCase()} or ${setting}, not both`);
-  }
-  const secret = secretName(name, kind);
   const { body: secrets } = await request("GET", "/v1/secrets");
-  const existed = secrets.some((s) => s.name === secret);
-  await request("PUT", `/v1/secrets/${secret}`, { value: credential });
+  const existing = new Set(secrets.map((s) => s.name));
+  const made = []; // stored in this attempt: taken back if the channel is not added
   try {
-    await request("POST", "/v1/channels", {
+    for (const credential of given) {
+      await request("PUT", `/v1/secrets/${credential.secret}`, { value: credential.value });
+      made.push(credential);
+    }
+    const named = Object.fromEntries(given.map((c) => [c.setting, c.secret]));
+    const { body: channel } = await request("POST", "/v1/channels", {
       name,
       kind,
-      settings: { ...settings, [setting]: secret },
+      settings: { ...settings, ...named },
     });
+    return { given, channel };
   } catch (error) {
-    const undone = await undoSecret(secret, existed, label);
+    const undone = await undoSecrets(made, existing);
     throw new FormProblem(`Not added: ${reason(error)}. ${undone}`);
   }
-  return secret;
+}
+
+// "Its password is in the vault as A." / "Its bot token is in the vault as A, its … as B."
+function keptWords(given) {
+  if (!given.length) return "";
+  const [first, ...rest] = given;
+  const others = rest.map((c) => `, its ${lower(c.label)} as ${c.secret}`).join("");
+  return ` Its ${lower(first.label)} is in the vault as ${first.secret}${others}.`;
 }
 
 function say(id, text) {
@@ -310,15 +494,18 @@ $("add-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const addButton = $("add-button");
   const name = $("add-name").value.trim();
-  const { label } = CREDENTIALS[kindOf()];
   say("add-done", "");
   addButton.disabled = true;
   try {
-    const secret = await addChannel();
+    const { given, channel } = await addChannel();
     $("add-form").reset();
     showKind();
-    const kept = secret ? ` Its ${label.toLowerCase()} is in the vault as ${secret}.` : "";
-    say("add-done", `Added ${name}: it connects within a few seconds.${kept}`);
+    const ingress = ingressNote(channel);
+    say(
+      "add-done",
+      `Added ${name}: it connects within a few seconds.${keptWords(given)}` +
+        (ingress ? ` ${ingress}` : ""),
+    );
     await refresh();
   } catch (error) {
     const text = error instanceof FormProblem ? error.message : `Not added: ${reason(error)}.`;
@@ -328,7 +515,10 @@ $("add-form").addEventListener("submit", async (event) => {
   }
 });
 $("add-kind").addEventListener("change", showKind);
-$("add-name").addEventListener("input", showSecretName);
+for (const select of document.querySelectorAll("[data-mode]")) {
+  select.addEventListener("change", showMode);
+}
+$("add-name").addEventListener("input", showSecretNames);
 
 showKind();
 refresh();
