@@ -17,7 +17,7 @@ from nightowl.metrics import Metrics
 from nightowl.store.database import Database
 from nightowl.store.tables import utcnow
 from nightowl.store.turns import has_waiting_turns
-from nightowl.store.workers import beat, claim_dead, stale_workers
+from nightowl.store.workers import beat, claim_dead, dead_with_pending, stale_workers
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,19 @@ class Heartbeat:
             taken.append(executor_id)
         return taken
 
+    def recover_from_the_dead(self) -> list[str]:
+        """Recover what workers already declared dead still own (one taken over while alive
+        dequeued more before it stopped itself); idempotent, as DBOS's recovery is."""
+        with self._database.read() as session:
+            owners = dead_with_pending(session)
+        for executor_id in owners:
+            recovered = self._engine.recover(executor_id)
+            log.warning(
+                "recovered what a dead worker still owned",
+                extra={"dead_executor_id": executor_id, "workflows": recovered},
+            )
+        return owners
+
     def pace_queue(self) -> None:
         """Let the engine slow its queue polling when no turn waits to be dispatched."""
         with self._database.read() as session:
@@ -103,6 +116,7 @@ class Heartbeat:
                         if time.monotonic() - last_look >= STRANDED_GRACE_S / 2:
                             last_look = time.monotonic()
                             await asyncio.to_thread(self._engine.restart_stranded)
+                            await asyncio.to_thread(self.recover_from_the_dead)
                     except Exception:
                         self._metrics.errors.labels(where="heartbeat").inc()
                         log.exception("taking over dead workers failed; retrying")

@@ -6,7 +6,7 @@ import os
 import socket
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.tables import Worker, utcnow
@@ -57,6 +57,23 @@ def stale_workers(session: Session, older_than: datetime, me: str) -> list[str]:
             )
         )
     )
+
+
+def dead_with_pending(session: Session) -> list[str]:
+    """Executor ids of workers marked dead that still own pending workflows: a worker declared
+    dead while alive may dequeue more before it notices and stops, and a claimed row is never
+    claimed again. PostgreSQL only (DBOS's history shares the database there; on SQLite one
+    process runs everything)."""
+    if session.connection().dialect.name != "postgresql":
+        return []
+    found = session.execute(
+        text(
+            "SELECT DISTINCT w.executor_id FROM workers w"
+            " JOIN dbos.workflow_status s ON s.executor_id = w.executor_id"
+            " WHERE w.status = 'dead' AND s.status = 'PENDING'"
+        )
+    )
+    return [row[0] for row in found]
 
 
 def claim_dead(session: Session, executor_id: str, older_than: datetime, me: str) -> bool:
