@@ -164,7 +164,8 @@ class AgentLoop:
             kept = self.runs.setdefault(run_id, RunState())
 
             def prepare() -> tuple[CallStart | Recorded, ToolRegistry]:
-                with database.write() as session:
+                # Only the call's start and the pin: both made again if lost (Database.write).
+                with database.write(redoable=True) as session:
                     # The conversation's tools: built-in and its connectors' (read again when
                     # a provider's lists changed or a call named a tool the run did not know).
                     tools = _run_tools(kept, profile.tools, session, conversation_id)

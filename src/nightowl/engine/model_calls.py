@@ -313,7 +313,8 @@ class ModelCalls:
         shapes = [list(s) for s in request_sections(request)] if sections else None
 
         def save() -> tuple[CacheBreak | None, T | None]:
-            with self.database.write() as session:
+            # A model call is done again if its record is lost (Database.write).
+            with self.database.write(redoable=True) as session:
                 record = place.record or start_model_call(
                     session, place.conversation_id, place.run_id, place.step, model.name, started
                 )

@@ -89,7 +89,7 @@ async def run_tool_call(
             else conversation_tools(deps.database, tools, conversation_id)
         )
         tool = registry.get(call.name)
-        with deps.database.write() as session:
+        with deps.database.write(redoable=redoable(tool)) as session:
             state = tool_step_state(session, step_key, turn_id)
             if state.recorded is not None:
                 return state.recorded
@@ -157,7 +157,7 @@ async def run_tool_call(
     )
 
     def save() -> None:
-        with deps.database.write() as session:
+        with deps.database.write(redoable=redoable(tool)) as session:
             if not ask:  # a question's result is its answer, saved once it comes
                 entry = Entry(
                     kind="tool_result",
@@ -205,6 +205,13 @@ class _Started:
     run_id: str
     died: bool
     read: Any = None
+
+
+def redoable(tool: Tool | None) -> bool:
+    """Whether the records of a call of `tool` may be lost with a database crash: the call
+    is then simply run again (a tool safe to repeat; an unknown tool only says so). A call
+    of any other tool records its start durably before it runs (its effect may happen)."""
+    return tool is None or tool.safe_to_repeat
 
 
 def result_trust(tool: Tool | None, result: ToolResult) -> str:

@@ -43,6 +43,10 @@ def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
     return engine
 
 
+# One transaction's commit returns before its WAL is flushed (Database.write(redoable=True)).
+_COMMIT_WITHOUT_FLUSH = "SET LOCAL synchronous_commit TO OFF"
+
+
 class Database:
     """The app store's engines and session factories; `write()` and `read()` are transactions."""
 
@@ -70,12 +74,23 @@ class Database:
         )
 
     @contextmanager
-    def write(self) -> Iterator[Session]:
+    def write(self, *, redoable: bool = False) -> Iterator[Session]:
         """A read-write transaction, committed when the block ends without an exception.
+
+        `redoable`: the transaction records only what is done again if the record is lost (a
+        model's reply, the result of a tool that is safe to repeat: the step runs again, as
+        after a worker crash before the commit). On PostgreSQL its commit does not wait for
+        the WAL to reach the disk (`synchronous_commit` off for it alone): a database crash
+        may lose it, but only together with everything committed after it, since the next
+        synchronous commit of the cluster — any effect's record, DBOS's own — flushes the WAL
+        up to itself. SQLite (WAL mode, synchronous=NORMAL) commits every transaction so.
+        Never use it for a record that must exist before an effect (a tool run's start).
 
         Never open one inside another on the same thread (it would wait for itself).
         """
         with self._writer, self.write_sessions() as session, session.begin():
+            if redoable and self.is_postgres:
+                session.connection().exec_driver_sql(_COMMIT_WITHOUT_FLUSH)
             yield session
 
     @contextmanager
