@@ -2,10 +2,10 @@
 tool-call step:
 
 - `tool_definition_tokens`: what five connectors (about 100 tools: server-everything and
-  server-filesystem inside the sandbox, mcp-server-time, two HTTP servers of 32 tools each)
-  add to a request after the conversation loaded three of their tools — the five catalogue
-  lines plus the three loaded schemas (target < 3,000 and < 5% of all their schemas,
-  `tool_definition_share`);
+  server-filesystem inside the sandbox, mcp-server-time, two HTTP servers of 32 tools each,
+  each in a process of its own) add to a request after the conversation loaded three of
+  their tools — the five catalogue lines plus the three loaded schemas (target < 3,000 and
+  < 5% of all their schemas, `tool_definition_share`);
 - `connect_p50_ms`: a stdio server started inside the user's sandbox, connected and its tools
   listed (server-everything, node; `connect_python_p50_ms`: mcp-server-time);
 - `call_overhead_ratio`: a connector tool called through nightowl's tool-call step (provider,
@@ -23,9 +23,10 @@ import asyncio
 import json
 import logging
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -91,26 +92,37 @@ def _synthetic(name: str) -> MCPServer:
 
 
 class HttpServer:
-    """An MCP server on 127.0.0.1 in a thread."""
+    """A synthetic MCP server (`_synthetic`) on 127.0.0.1, in a process of its own as a
+    connector always is: in a thread of this process it would share the GIL with the worker
+    threads nightowl's step hands its store work to, a cost no deployment pays."""
 
-    def __init__(self, server: MCPServer) -> None:
+    def __init__(self, name: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        app: Any = server.streamable_http_app()
-        self._server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        )
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._command = [sys.executable, __file__, "--serve", name, str(self.port)]
+        self._process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> HttpServer:
-        self._thread.start()
-        while not self._server.started:
-            time.sleep(0.02)
-        return self
+        self._process = subprocess.Popen(self._command)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                if self._process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the MCP server {self._command} did not start") from None
+                time.sleep(0.05)
 
     def __exit__(self, *_: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait(timeout=10)
+
+
+def _serve(name: str, port: int) -> None:
+    app: Any = _synthetic(name).streamable_http_app()
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
 def _tokens(chars: int) -> int:
@@ -230,7 +242,7 @@ async def main(quick: bool, backend: str = "sqlite") -> dict[str, Any]:
         provider = ConnectorProvider(database, connections)
         connections.open_http = HttpTransports(database, None).open
         toolbox = Toolbox(builtin_registry(), [provider])
-        with HttpServer(_synthetic("crm")) as crm, HttpServer(_synthetic("helpdesk")) as desk:
+        with HttpServer("crm") as crm, HttpServer("helpdesk") as desk:
             with database.write() as session:
                 owner = create_user(session, "bench").id
                 conversation = create_conversation(session, owner).id
@@ -312,5 +324,8 @@ async def _no_timer(*_: Any) -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--serve"]:
+        _serve(sys.argv[2], int(sys.argv[3]))
+        sys.exit(0)
     store = "postgresql" if "--postgres" in sys.argv else "sqlite"
     print(json.dumps(asyncio.run(main("--quick" in sys.argv, store)), indent=2))
