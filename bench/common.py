@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,3 +62,13 @@ def bare_commit_ms(url: str, rounds: int = 200) -> list[float]:
             connection.commit()
             samples.append((time.perf_counter() - started) * 1000)
     return samples
+
+
+def dbos_floor_ms(url: str) -> float:
+    """DBOS's own cost per (empty) step on this database ("" : a SQLite file of its own),
+    measured in a child process (bench/dbos_floor.py: DBOS is a process-wide singleton)."""
+    script = Path(__file__).with_name("dbos_floor.py")
+    out = subprocess.run(
+        [sys.executable, str(script), url], capture_output=True, text=True, check=True
+    ).stdout
+    return float(out.strip().splitlines()[-1])

@@ -11,8 +11,6 @@ accepts and drops it. Prints one JSON object.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -27,6 +25,7 @@ from common import (
     BACKENDS,
     ServerProcess,
     bare_commit_ms,
+    dbos_floor_ms,
     fresh_database,
     percentile,
     wait_for,
@@ -80,15 +79,6 @@ def _delta(a: Any, b: Any) -> float:
     if isinstance(a, str):
         a, b = datetime.fromisoformat(a), datetime.fromisoformat(b)
     return (b - a).total_seconds()
-
-
-def _dbos_floor_ms(url: str) -> float:
-    """DBOS's own cost per (empty) step on this database, measured in a child process."""
-    script = Path(__file__).with_name("dbos_floor.py")
-    out = subprocess.run(
-        [sys.executable, str(script), url], capture_output=True, text=True, check=True
-    ).stdout
-    return float(out.strip().splitlines()[-1])
 
 
 class _DroppingSink(BaseHTTPRequestHandler):
@@ -173,7 +163,7 @@ def measure(backend: str, folder: Path) -> dict[str, float]:
             traced.stop()
         overheads = plain.overheads
         bare = bare_commit_ms(url)
-        floor = _dbos_floor_ms(url if backend == "postgresql" else "")
+        floor = dbos_floor_ms(url if backend == "postgresql" else "")
     result = {
         "step_overhead_p50_ms": round(percentile(overheads, 50), 3),
         "step_overhead_p95_ms": round(percentile(overheads, 95), 3),

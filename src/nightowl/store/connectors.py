@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from nightowl.store.connector_tables import ConnectorRow, ConversationConnectors
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
-from nightowl.store.tables import Conversation, utcnow
+from nightowl.store.tables import Conversation, SecretRow, utcnow
 
 NAME = re.compile(r"^[a-z][a-z0-9]{0,39}$")
 EFFECTS = ("read", "write", "send", "spend")
@@ -247,9 +247,21 @@ def set_oauth_state(session: Session, owner_id: str, name: str, state: dict[str,
 
 
 def drop_connector(session: Session, owner_id: str, name: str) -> None:
-    """Delete a connector (NotFound when there is none by that name)."""
+    """Delete a connector (NotFound when there is none by that name) and what its OAuth
+    authorisation left in the owner's vault (tools/mcp/oauth.py: its tokens and registered
+    client): a connector added again by that name authorises afresh."""
     row = _existing(session, owner_id, name)
     session.delete(row)
+    session.execute(
+        delete(SecretRow).where(
+            SecretRow.owner_id == owner_id,
+            SecretRow.name.in_([f"connector.{name}.{part}" for part in OAUTH_SECRETS]),
+        )
+    )
+
+
+# The vault entries an OAuth connector's authorisation keeps, `connector.<name>.<part>`.
+OAUTH_SECRETS = ("access", "refresh", "client")
 
 
 def allowed_connectors(session: Session, conversation_id: str) -> list[str] | None:
