@@ -275,11 +275,13 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     connections.open_http = HttpTransports(database, vault_key, oauth.auth_for).open
     connections.explain = oauth.explain
     # A server's own requests during a call: questions to the owner, the conversation's model.
-    requests = ServerRequests(database, limits=deps.limits)
-    if model is not None:
-        sampler = model
-        requests.sampler_for = lambda conversation, run: calls.caller(
-            sampler, CallPlace(conversation, run, SAMPLING_STEP)
+    requests = ServerRequests(
+        database, limits=deps.limits, helper_limits=profiles[1].limits if profiles else None
+    )
+    if profiles:
+        turn_model, helping_model = profiles[0].model, profiles[1].model
+        requests.sampler_for = lambda conversation, run, helper: calls.caller(
+            helping_model if helper else turn_model, CallPlace(conversation, run, SAMPLING_STEP)
         )
     connections.elicit, connections.sample = requests.elicit, requests.sample
     if deps.gate is not None:

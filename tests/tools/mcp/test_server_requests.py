@@ -115,3 +115,75 @@ def test_elicitation_asks_the_owner_and_sampling_needs_the_owners_consent(
         c=conversation,
     )
     assert recorded == [(1,)]
+
+
+def test_a_helpers_connector_asks_the_owner_in_the_parent_conversation(
+    tmp_path: Path, database_url: str
+) -> None:
+    task = "Try the everything connector's elicitation and report what it answered."
+    main = [
+        {
+            "tool_calls": [
+                {"name": "start_helper", "arguments": {"task": task}},
+                {
+                    "name": "send_to_user",
+                    "arguments": {"text": "A helper is on it.", "final": True},
+                },
+            ]
+        },
+        say("All done.", final=True),
+    ]
+    helper = [
+        _call("load_tools", query=ELICIT),
+        _call(ELICIT),
+        _call("report", text="The connector took the form."),
+    ]
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"replies": main, "helper": helper, "then": "silent"}))
+    server = ServerProcess(
+        tmp_path / "data",
+        database_url,
+        model=f"scripted:{path}",
+        env={
+            "NIGHTOWL_SANDBOX_NETWORK": "none",
+            "NIGHTOWL_SANDBOX_UID_BASE": str(UID_BASE + 72),
+            "NIGHTOWL_SANDBOX_MEMORY_MB": "1024",
+            "NIGHTOWL_MEMORY_PASS": "off",
+        },
+    ).start()
+    try:
+        with server.client() as client:
+            owner = client.get("/v1/me").json()["id"]
+            install_in_home(tmp_path / "data" / "homes" / owner)
+            made = client.post("/v1/connectors", json={"name": "everything", "command": EVERYTHING})
+            assert made.status_code == 201, made.text
+            conversation = client.post("/v1/conversations", json={}).json()["id"]
+            client.post(
+                f"/v1/conversations/{conversation}/messages",
+                json={"client_id": "m1", "text": "have a helper try everything's elicitation"},
+            )
+
+            def question() -> dict[str, Any] | None:
+                asks = [m for m in _messages(client, conversation) if "asks:" in m["body"]]
+                return asks[0] if asks else None
+
+            # The helper's question reaches the owner in the parent conversation ...
+            asked = wait_for(question, timeout=180)
+            form = json.loads(asked["controls"]["draft"])
+            form["name"] = "Grace Hopper"
+            answered = client.post(
+                f"/v1/conversations/{conversation}/messages/{asked['id']}/answer",
+                json={"client_id": "a1", "action": "send", "text": json.dumps(form)},
+            )
+            assert answered.status_code == 201, answered.text
+            # ... its answer reaches the server, and the helper's report wakes the agent.
+            wait_for(
+                lambda: any(m["body"] == "All done." for m in _messages(client, conversation)),
+                timeout=180,
+            )
+    finally:
+        server.stop()
+    assert asked["body"].startswith("**A helper asks**")
+    assert "**The connector everything asks:** Please provide inputs" in asked["body"]
+    [elicited] = _results(database_url, ELICIT)
+    assert "Name: Grace Hopper" in elicited["text"] and elicited["trust"] == "untrusted"

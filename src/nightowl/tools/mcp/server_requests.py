@@ -5,9 +5,9 @@
   discards. The call waits for the answer (at most `wait_s`, within the call's own limit); no
   answer cancels.
 - **Sampling** runs on the conversation's model, recorded and counted like any other call,
-  within the conversation's budget; refused when the owner has not allowed it for the
-  connector (`connectors.sampling`), or the budget is spent. What the server sends is outside
-  text to the model.
+  within the conversation's budget (a helper's call: the helper's model and budget); refused
+  when the owner has not allowed it for the connector (`connectors.sampling`), or the budget
+  is spent. What the server sends is outside text to the model.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from datetime import time as day_start
 from typing import Any
 
 import mcp_types as types
+from sqlalchemy import select
 
 from nightowl.harness.guard import GuardLimits, budget_stop
 from nightowl.harness.transcript import Entry
@@ -30,7 +31,7 @@ from nightowl.store.connectors import ConnectorInfo
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import take_answer, wait_for_answer
-from nightowl.store.tables import Message, utcnow
+from nightowl.store.tables import Conversation, Message, utcnow
 from nightowl.store.usage import spending_today
 from nightowl.tools.mcp.connections import CallScope
 
@@ -38,8 +39,9 @@ log = logging.getLogger(__name__)
 QUESTION_WAIT_S = 240.0  # under the call's own limit (connections.CALL_TIMEOUT_S)
 MAX_SAMPLING_TOKENS = 2048
 SAMPLING_STEP = -3  # where a sampling call is recorded in its run (a review is -1, memory -2)
-# The model of a conversation, recorded at (conversation, run): built by the composition root.
-SamplerFor = Callable[[str, str], Callable[[ModelRequest], Awaitable[ModelReply]]]
+# The model of a conversation, recorded at (conversation, run; whether the run is a helper's,
+# which has a model of its own): built by the composition root.
+SamplerFor = Callable[[str, str, bool], Callable[[ModelRequest], Awaitable[ModelReply]]]
 
 
 def _options(field: dict[str, Any]) -> list[tuple[str, str]]:
@@ -145,9 +147,11 @@ class ServerRequests:
         sampler_for: SamplerFor | None = None,
         limits: GuardLimits | None = None,
         wait_s: float = QUESTION_WAIT_S,
+        helper_limits: GuardLimits | None = None,
     ) -> None:
+        """`limits`: a turn's; `helper_limits`: a helper's run's (its own budget)."""
         self.database, self.sampler_for, self.limits = database, sampler_for, limits
-        self.wait_s = wait_s
+        self.wait_s, self.helper_limits = wait_s, helper_limits
 
     async def elicit(
         self, connector: ConnectorInfo, scope: CallScope, params: types.ElicitRequestParams
@@ -199,14 +203,14 @@ class ServerRequests:
         scope: CallScope,
         params: types.CreateMessageRequestParams,
     ) -> types.CreateMessageResult | types.ErrorData:
-        """The conversation's model answers the server, within the conversation's budget."""
+        """The conversation's model answers the server, within the conversation's budget (a
+        helper's: its model, its budget)."""
         if self.sampler_for is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message="no model to sample")
-        if self.limits is not None:
-            over = await asyncio.to_thread(self._over_budget, scope.turn_id)
-            if over:
-                return types.ErrorData(code=types.INVALID_REQUEST, message=over)
-        complete = self.sampler_for(scope.conversation_id, scope.turn_id)
+        helper, over = await asyncio.to_thread(self._budget_check, scope)
+        if over:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=over)
+        complete = self.sampler_for(scope.conversation_id, scope.turn_id, helper)
         try:
             reply = await complete(sampling_request(params))
         except Exception as error:  # the model failed: the server hears it, the call goes on
@@ -221,8 +225,15 @@ class ServerRequests:
             stop_reason="endTurn",
         )
 
-    def _over_budget(self, turn_id: str) -> str | None:
-        assert self.limits is not None
+    def _budget_check(self, scope: CallScope) -> tuple[bool, str | None]:
+        """Whether the call is a helper's, and why its run may not spend more (None: it may)."""
         midnight = datetime.combine(utcnow().date(), day_start.min, tzinfo=utcnow().tzinfo)
         with self.database.read() as session:
-            return budget_stop(self.limits, spending_today(session, turn_id, midnight))
+            kind = session.scalar(
+                select(Conversation.kind).where(Conversation.id == scope.conversation_id)
+            )
+            helper = kind == "helper"
+            limits = self.helper_limits if helper and self.helper_limits else self.limits
+            if limits is None:
+                return helper, None
+            return helper, budget_stop(limits, spending_today(session, scope.turn_id, midnight))
