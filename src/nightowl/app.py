@@ -287,9 +287,9 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     if deps.gate is not None:
         gate = deps.gate
         computers.redactor_for = lambda user_id: gate.secrets(user_id).redactor
-    # A conversation's own tools (a helper's `report` is not one; a small model's fewer): what
-    # compaction and warming repeat of its requests.
-    own = profiles[0].tools.builtin if profiles else tools.without({REPORT_TOOL.name})
+    # A conversation's own tools (a helper's `report` is not one): what compaction and
+    # warming repeat of its requests.
+    own = tools.without({REPORT_TOOL.name})
     if deps.model is not None:
         engine.register_compaction(
             build_compaction_workflow(

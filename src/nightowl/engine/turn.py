@@ -47,13 +47,12 @@ TURN_PROFILE = "turn"
 def turn_profile(model: Model, deps: TurnDeps) -> LoopProfile:
     """A conversation turn's profile: the agent's model, instructions, tools (built-in and
     the conversation's connectors', but not a helper's own `report`) and limits."""
-    # The model's adapter names its prompt style: a small local model gets short instructions,
-    # less of the work log and fewer tools (harness/prompt.py).
-    style = style_of(model)
-    builtin = deps.tools.builtin.without({REPORT, *style.omitted_tools})
-    tools = Toolbox(builtin, deps.tools.providers)
-    instructions = instructions_for(model)
-    return LoopProfile(TURN_PROFILE, model, instructions, tools, deps.limits, style=style)
+    tools = Toolbox(deps.tools.builtin.without({REPORT}), deps.tools.providers)
+    # The model's adapter names its prompt style: a small local model gets short instructions
+    # and less of the work log (harness/prompt.py).
+    return LoopProfile(
+        TURN_PROFILE, model, instructions_for(model), tools, deps.limits, style=style_of(model)
+    )
 
 
 def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> TurnWorkflow:

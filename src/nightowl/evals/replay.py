@@ -28,7 +28,7 @@ from typing import Any
 from nightowl.evals.cases import EvalCase, RecordedResult
 from nightowl.evals.checkers import JUDGE_PROMPT, Attempt, Verdict, judge_verdict, score
 from nightowl.harness.guard import GuardLimits, check_guard
-from nightowl.harness.prompt import assemble, instructions_for, style_of
+from nightowl.harness.prompt import assemble, instructions_for
 from nightowl.harness.transcript import Entry, ToolCall, fence
 from nightowl.models.base import Model, ModelRequest, Usage
 from nightowl.models.pricing import PriceTable
@@ -174,7 +174,6 @@ async def replay_case(
     send_to_user) or makes `MAX_MODEL_CALLS` calls, and score it; a model failure is a
     failed replay with its error."""
     started = time.perf_counter()
-    tools = tools.without(style_of(model).omitted_tools)  # what a turn on `model` is given
     run = _Run(history=list(case.history))
     spend = _Spend()
     error = ""

@@ -52,30 +52,19 @@ timer), call the tool that does it first, then tell the owner what happened.
 
 @dataclass(frozen=True)
 class PromptStyle:
-    """The instructions a conversation's turns pin, how many work-log entries a message's
-    memory note shows (those relevant to it, then recent ones up to `log_entries`), and the
-    built-in tools a model of this style is not given (`omitted_tools`: not in its catalogue,
-    not callable)."""
+    """The instructions a conversation's turns pin, and how many work-log entries a message's
+    memory note shows: those relevant to it, then recent ones up to `log_entries`."""
 
     instructions: str
     log_entries: int
     recent_log_entries: bool
-    omitted_tools: frozenset[str] = frozenset()
 
 
 # Chosen per model by its adapter (`prompt_style`): small models copy what they see, so they
-# get short instructions and only the work-log entries relevant to the newest message; and
-# choose worse among more tools, so they get the smallest useful set: what everyday requests
-# need (files, shell, web, memory, notes, timers, sends and drafts, helpers). Left out: routines
-# (the owner proposes them in the web app), skills, and pausing.
+# get short instructions and only the work-log entries relevant to the newest message.
 PROMPT_STYLES = {
     "full": PromptStyle(SYSTEM_PROMPT, 30, recent_log_entries=True),
-    "small": PromptStyle(
-        SMALL_MODEL_PROMPT,
-        5,
-        recent_log_entries=False,
-        omitted_tools=frozenset({"create_routine", "read_skill", "write_skill", "wait"}),
-    ),
+    "small": PromptStyle(SMALL_MODEL_PROMPT, 5, recent_log_entries=False),
 }
 
 

@@ -159,7 +159,7 @@ class ToolRegistry:
         other._refresh = dict(self._refresh)
         return other
 
-    def without(self, names: Iterable[str]) -> ToolRegistry:
+    def without(self, names: set[str]) -> ToolRegistry:
         """A registry with every tool but these (a helper's: no send_to_user)."""
         other = self.copy()
         for name in names:

@@ -38,6 +38,41 @@ def _messages(client: httpx.Client, conversation: str) -> list[dict[str, Any]]:
     return list(page["messages"])
 
 
+def _server(tmp_path: Path, database_url: str, script: Path, uid_offset: int) -> ServerProcess:
+    """A server on the scripted model, its sandboxes without network."""
+    return ServerProcess(
+        tmp_path / "data",
+        database_url,
+        model=f"scripted:{script}",
+        env={
+            "NIGHTOWL_SANDBOX_NETWORK": "none",
+            "NIGHTOWL_SANDBOX_UID_BASE": str(UID_BASE + uid_offset),
+            "NIGHTOWL_SANDBOX_MEMORY_MB": "1024",
+            "NIGHTOWL_MEMORY_PASS": "off",
+        },
+    ).start()
+
+
+def _ask(client: httpx.Client, tmp_path: Path, text: str) -> str:
+    """Add server-everything as the owner's connector, start a conversation with `text`;
+    its id."""
+    owner = client.get("/v1/me").json()["id"]
+    install_in_home(tmp_path / "data" / "homes" / owner)
+    made = client.post("/v1/connectors", json={"name": "everything", "command": EVERYTHING})
+    assert made.status_code == 201, made.text
+    conversation = str(client.post("/v1/conversations", json={}).json()["id"])
+    client.post(
+        f"/v1/conversations/{conversation}/messages", json={"client_id": "m1", "text": text}
+    )
+    return conversation
+
+
+def _question(client: httpx.Client, conversation: str) -> dict[str, Any] | None:
+    """The first message that asks the owner for a connector, if any yet."""
+    asks = [m for m in _messages(client, conversation) if "asks:" in m["body"]]
+    return asks[0] if asks else None
+
+
 def test_elicitation_asks_the_owner_and_sampling_needs_the_owners_consent(
     tmp_path: Path, database_url: str
 ) -> None:
@@ -53,35 +88,11 @@ def test_elicitation_asks_the_owner_and_sampling_needs_the_owners_consent(
     path.write_text(
         json.dumps({"replies": replies, "sampling": "Hi from the conversation's model."})
     )
-    script = f"scripted:{path}"
-    server = ServerProcess(
-        tmp_path / "data",
-        database_url,
-        model=script,
-        env={
-            "NIGHTOWL_SANDBOX_NETWORK": "none",
-            "NIGHTOWL_SANDBOX_UID_BASE": str(UID_BASE + 70),
-            "NIGHTOWL_SANDBOX_MEMORY_MB": "1024",
-            "NIGHTOWL_MEMORY_PASS": "off",
-        },
-    ).start()
+    server = _server(tmp_path, database_url, path, 70)
     try:
         with server.client() as client:
-            owner = client.get("/v1/me").json()["id"]
-            install_in_home(tmp_path / "data" / "homes" / owner)
-            made = client.post("/v1/connectors", json={"name": "everything", "command": EVERYTHING})
-            assert made.status_code == 201, made.text
-            conversation = client.post("/v1/conversations", json={}).json()["id"]
-            client.post(
-                f"/v1/conversations/{conversation}/messages",
-                json={"client_id": "m1", "text": "try everything's elicitation and sampling"},
-            )
-
-            def question() -> dict[str, Any] | None:
-                asks = [m for m in _messages(client, conversation) if "asks:" in m["body"]]
-                return asks[0] if asks else None
-
-            asked = wait_for(question, timeout=180)
+            conversation = _ask(client, tmp_path, "try everything's elicitation and sampling")
+            asked = wait_for(lambda: _question(client, conversation), timeout=180)
             # While the server waits on the owner, the owner allows sampling ...
             allowed = client.patch("/v1/connectors/everything", json={"sampling": True})
             assert allowed.status_code == 200, allowed.text
@@ -140,35 +151,12 @@ def test_a_helpers_connector_asks_the_owner_in_the_parent_conversation(
     ]
     path = tmp_path / "script.json"
     path.write_text(json.dumps({"replies": main, "helper": helper, "then": "silent"}))
-    server = ServerProcess(
-        tmp_path / "data",
-        database_url,
-        model=f"scripted:{path}",
-        env={
-            "NIGHTOWL_SANDBOX_NETWORK": "none",
-            "NIGHTOWL_SANDBOX_UID_BASE": str(UID_BASE + 72),
-            "NIGHTOWL_SANDBOX_MEMORY_MB": "1024",
-            "NIGHTOWL_MEMORY_PASS": "off",
-        },
-    ).start()
+    server = _server(tmp_path, database_url, path, 72)
     try:
         with server.client() as client:
-            owner = client.get("/v1/me").json()["id"]
-            install_in_home(tmp_path / "data" / "homes" / owner)
-            made = client.post("/v1/connectors", json={"name": "everything", "command": EVERYTHING})
-            assert made.status_code == 201, made.text
-            conversation = client.post("/v1/conversations", json={}).json()["id"]
-            client.post(
-                f"/v1/conversations/{conversation}/messages",
-                json={"client_id": "m1", "text": "have a helper try everything's elicitation"},
-            )
-
-            def question() -> dict[str, Any] | None:
-                asks = [m for m in _messages(client, conversation) if "asks:" in m["body"]]
-                return asks[0] if asks else None
-
+            conversation = _ask(client, tmp_path, "have a helper try everything's elicitation")
             # The helper's question reaches the owner in the parent conversation ...
-            asked = wait_for(question, timeout=180)
+            asked = wait_for(lambda: _question(client, conversation), timeout=180)
             form = json.loads(asked["controls"]["draft"])
             form["name"] = "Grace Hopper"
             answered = client.post(
