@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
@@ -33,6 +33,10 @@ def beat(session: Session, executor_id: str, first: bool = True) -> str | None:
             )
         )
     elif row.status == "dead" and not first:
+        # Recorded: from now on it stops, and what it still owns may be recovered
+        # (`dead_with_pending`) without its dequeuing it again.
+        row.heartbeat_at = now
+        session.flush()
         return row.recovered_by or "another worker"
     else:
         if row.status != "alive" or row.pid != os.getpid():
@@ -59,11 +63,19 @@ def stale_workers(session: Session, older_than: datetime, me: str) -> list[str]:
     )
 
 
-def dead_with_pending(session: Session) -> list[str]:
+# How long after a worker was declared dead what it still owns is recovered even though it
+# never said it stopped (it died for good after a late dequeue).
+LONG_DEAD_S = 60.0
+
+
+def dead_with_pending(session: Session, long_dead_s: float = LONG_DEAD_S) -> list[str]:
     """Executor ids of workers marked dead that still own pending workflows: a worker declared
     dead while alive may dequeue more before it notices and stops, and a claimed row is never
-    claimed again. PostgreSQL only (DBOS's history shares the database there; on SQLite one
-    process runs everything)."""
+    claimed again. Only once it stopped (its beat after it was declared dead says so,
+    `beat`), or `long_dead_s` after it was declared dead (it died for good meanwhile): while it
+    still polls the queue it would dequeue what is recovered again, each time one more start
+    of the turn (a crash loop's count). PostgreSQL only (DBOS's history shares the database
+    there; on SQLite one process runs everything)."""
     if session.connection().dialect.name != "postgresql":
         return []
     found = session.execute(
@@ -71,7 +83,9 @@ def dead_with_pending(session: Session) -> list[str]:
             "SELECT DISTINCT w.executor_id FROM workers w"
             " JOIN dbos.workflow_status s ON s.executor_id = w.executor_id"
             " WHERE w.status = 'dead' AND s.status = 'PENDING'"
-        )
+            " AND (w.heartbeat_at > w.recovered_at OR w.recovered_at < :cutoff)"
+        ),
+        {"cutoff": utcnow() - timedelta(seconds=long_dead_s)},
     )
     return [row[0] for row in found]
 
