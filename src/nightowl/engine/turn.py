@@ -148,7 +148,9 @@ def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> T
     async def turn(turn_id: str) -> str:
         running.enter(turn_id)
         try:
-            if await asyncio.to_thread(parking.start_or_park, turn_id):
+            # Its first write: a database going away now must not fail the workflow (DBOS
+            # would end it with the error and leave the turn queued for good).
+            if await outlast(parking.start_or_park, turn_id):
                 return "parked"
             return await run_turn(turn_id)
         except asyncio.CancelledError:
