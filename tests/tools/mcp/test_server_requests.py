@@ -73,6 +73,21 @@ def _question(client: httpx.Client, conversation: str) -> dict[str, Any] | None:
     return asks[0] if asks else None
 
 
+def _answer_form(
+    client: httpx.Client, conversation: str, asked: dict[str, Any], form: dict[str, Any]
+) -> None:
+    """Send the filled-in form as the answer, then wait for the agent's closing message."""
+    answered = client.post(
+        f"/v1/conversations/{conversation}/messages/{asked['id']}/answer",
+        json={"client_id": "a1", "action": "send", "text": json.dumps(form)},
+    )
+    assert answered.status_code == 201, answered.text
+    wait_for(
+        lambda: any(m["body"] == "All done." for m in _messages(client, conversation)),
+        timeout=180,
+    )
+
+
 def test_elicitation_asks_the_owner_and_sampling_needs_the_owners_consent(
     tmp_path: Path, database_url: str
 ) -> None:
@@ -100,15 +115,7 @@ def test_elicitation_asks_the_owner_and_sampling_needs_the_owners_consent(
             form = json.loads(asked["controls"]["draft"])
             assert form["firstLine"] == "It was a dark and stormy night."  # defaults filled in
             form["name"] = "Ada Lovelace"
-            answered = client.post(
-                f"/v1/conversations/{conversation}/messages/{asked['id']}/answer",
-                json={"client_id": "a1", "action": "send", "text": json.dumps(form)},
-            )
-            assert answered.status_code == 201, answered.text
-            wait_for(
-                lambda: any(m["body"] == "All done." for m in _messages(client, conversation)),
-                timeout=180,
-            )
+            _answer_form(client, conversation, asked, form)
     finally:
         server.stop()
     # The question named the server and what it asked.
@@ -159,16 +166,8 @@ def test_a_helpers_connector_asks_the_owner_in_the_parent_conversation(
             asked = wait_for(lambda: _question(client, conversation), timeout=180)
             form = json.loads(asked["controls"]["draft"])
             form["name"] = "Grace Hopper"
-            answered = client.post(
-                f"/v1/conversations/{conversation}/messages/{asked['id']}/answer",
-                json={"client_id": "a1", "action": "send", "text": json.dumps(form)},
-            )
-            assert answered.status_code == 201, answered.text
             # ... its answer reaches the server, and the helper's report wakes the agent.
-            wait_for(
-                lambda: any(m["body"] == "All done." for m in _messages(client, conversation)),
-                timeout=180,
-            )
+            _answer_form(client, conversation, asked, form)
     finally:
         server.stop()
     assert asked["body"].startswith("**A helper asks**")
