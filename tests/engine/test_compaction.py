@@ -141,4 +141,5 @@ def test_typing_warms_the_cache_once_per_lifetime(tmp_path: Path, database_url: 
         "SELECT count(*) FROM transcript_entries WHERE conversation_id = :c",
         c=conversation,
     )
-    assert entries[0][0] == 3  # the message, the reply with its call, the call's result
+    # The message, the note the call was shown, the reply with its call, the call's result.
+    assert entries[0][0] == 4

@@ -62,12 +62,13 @@ def test_requests_only_grow_at_the_end(tmp_path: Path, database_url: str, lifeti
     breaks = [(b, e) for _, b, e, _, _ in calls if b is not None]
     assert breaks == [("tool:shell: a tool was loaded", True)]
     for before, after in itertools.pairwise(sections):
-        # Besides a tool loaded in between, the request repeats all of its predecessor but
-        # the newest note, and grows only at the end.
+        # Besides a tool loaded in between, the request repeats all of its predecessor, its
+        # newest note too (kept in the history where it was said), and grows only at the end.
         loaded = {s[0] for s in after if s[0].startswith("tool:")} - {s[0] for s in before}
         rest = [section for section in after if section[0] not in loaded]
         assert rest[: len(before) - 1] == before[:-1]
-        assert len(rest) > len(before) - 1
+        assert [s[1] for s in rest[: len(before)]] == [s[1] for s in before]
+        assert len(rest) > len(before)
 
     # The prefix-cache meter: within the cache lifetime each request (after the tool load)
     # finds most of itself already sent; past the lifetime nothing counts as cached.

@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
+from nightowl.harness.notes import NOTE_META
 from nightowl.harness.transcript import Entry, ToolCall
-from nightowl.models.anthropic_model import AnthropicModel
+from nightowl.models.anthropic_model import AnthropicModel, to_messages
 from nightowl.models.base import (
     ModelConfigError,
     ModelRequest,
@@ -30,6 +31,15 @@ HISTORY = (
     Entry(kind="notice", text="Current time: noon", trust="agent"),
 )
 REQUEST = ModelRequest(system="be useful", tools=(TOOL,), messages=HISTORY)
+
+
+def test_anthropic_caches_through_a_note_the_history_keeps() -> None:
+    """A newest note that is kept in the history where it was said (harness/notes.py) is
+    repeated by the next request: the breakpoint goes after it, at the request's end."""
+    kept = Entry(kind="notice", text="Current time: noon", trust="agent", meta={NOTE_META: {}})
+    messages = to_messages((*HISTORY[:-1], kept))
+    assert messages[-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in messages[-1]["content"][-2]
 
 
 def test_anthropic_places_cache_breakpoints_and_reads_cache_usage() -> None:

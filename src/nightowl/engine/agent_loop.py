@@ -50,6 +50,7 @@ from nightowl.harness.loop import (
     follow_ups,
     rerun_asked,
 )
+from nightowl.harness.notes import newest_note
 from nightowl.harness.parrot import (
     RECEIPT_NOTE,
     RETRY_NOTE,
@@ -61,7 +62,7 @@ from nightowl.harness.parrot import (
     resent,
     without_sends,
 )
-from nightowl.harness.pins import PromptPin, pinned_request
+from nightowl.harness.pins import PromptPin, pinned_request, server_changes
 from nightowl.harness.prompt import PROMPT_STYLES, PromptStyle
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.models.base import Model, ModelConfigError, ModelReply
@@ -204,18 +205,16 @@ class AgentLoop:
             if start.stop:
                 return ModelStep(stop=Stop(start.stop, start.once))
             kept.memory, kept.pin = start.memory, start.pin
-            now = utcnow().strftime("%Y-%m-%d %H:%M UTC")
-            # The conversation keeps its pinned prompt (a cached prefix); what the server
-            # changed since reaches it as notes in the newest message.
-            newest = "\n\n".join(filter(None, [f"Current time: {now}.", start.memory]))
+            # The conversation keeps its pinned prompt (a cached prefix); the time, what
+            # memory recalls and what the server changed since reach it as a note in the
+            # newest message, said once and then kept where it was said (harness/notes.py).
+            summaries, specs, groups = tools.summaries(), tools.specs(), tools.groups()
+            changes = server_changes(
+                start.pin, profile.instructions, summaries, specs, start.history, groups
+            )
+            note = newest_note(start.history, run_id, utcnow(), start.memory, changes)
             request = pinned_request(
-                start.pin,
-                profile.instructions,
-                tools.summaries(),
-                tools.specs(),
-                start.history,
-                newest,
-                tools.groups(),
+                start.pin, profile.instructions, summaries, specs, start.history, note, groups
             )
             if profile.purpose != request.purpose:
                 request = replace(request, purpose=profile.purpose)
@@ -257,6 +256,7 @@ class AgentLoop:
                     step=step,
                     meta=start.seen,
                     progress=not kept.progressed,
+                    note=note,
                 )
                 return reply
 

@@ -166,14 +166,18 @@ def keep_reply(
     step: int,
     meta: dict[str, Any] | None = None,
     progress: bool = True,
+    note: Entry | None = None,
 ) -> None:
     """Store the reply in the transcript (with `meta`: what outside text memory showed the
     call, `CallStart.seen`) and the step's result; call it in the transaction that records
     the call (`ModelCalls.call(then=...)`), so a re-run step finds both or neither.
     `progress`: note that the run made progress (once per run in a process is enough: only a
-    start of its workflow counts a start again)."""
+    start of its workflow counts a start again); `note`: the newest note the call was
+    shown, kept before the reply where the request had it (harness/notes.py)."""
     entry = Entry(kind="assistant", text=reply.text, tool_calls=reply.tool_calls, meta=meta or {})
     key = model_step_key(run_id, step)
+    if note is not None:
+        put_entry(session, conversation_id, run_id, f"{key}:note", note.to_dict())
     put_entry(session, conversation_id, run_id, key, entry.to_dict())
     record_result(session, key, ModelStep(reply=reply).to_dict())
     if progress:

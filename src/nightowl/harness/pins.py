@@ -105,25 +105,42 @@ def changes_since(
     return notes
 
 
+def server_changes(
+    pin: PromptPin,
+    instructions: str,
+    summaries: Sequence[tuple[str, str]],
+    specs: dict[str, ToolSpec],
+    history: Sequence[Entry],
+    groups: Sequence[tuple[str, str]] | None = None,
+) -> list[str]:
+    """What the server changed since the pin, one line each (for the newest note; `groups`:
+    the server's connector groups now, None when they cannot have changed)."""
+    notes = changes_since(pin, instructions, summaries, specs, groups)
+    notes += connector_notes(history, specs, groups if groups is not None else pin.groups)
+    return notes
+
+
 def pinned_request(
     pin: PromptPin,
     instructions: str,
     summaries: Sequence[tuple[str, str]],
     specs: dict[str, ToolSpec],
     history: Sequence[Entry],
-    newest: str,
+    newest: str | Entry | None,
     groups: Sequence[tuple[str, str]] | None = None,
 ) -> ModelRequest:
-    """The next request of a conversation: its pinned prompt, its history, and a newest note
-    (`newest`, the time) followed by what the server changed since the pin (`groups`: the
-    server's connector groups now; None when they cannot have changed)."""
-    notes = changes_since(pin, instructions, summaries, specs, groups)
-    notes += connector_notes(history, specs, groups if groups is not None else pin.groups)
+    """The next request of a conversation: its pinned prompt, its history, and a newest note.
+    `newest` as text (the time) is followed by what the server changed since the pin; as an
+    entry it is the whole note, said once and then kept in the history (harness/notes.py);
+    None: the history says all there is."""
+    if isinstance(newest, str):
+        changes = server_changes(pin, instructions, summaries, specs, history, groups)
+        newest = "\n".join([newest, *changes])
     return assemble(
         pin.summaries,
         effective_specs(pin, specs),
         history,
-        "\n".join([newest, *notes]),
+        newest or "",
         instructions=pin.instructions,
         groups=pin.groups,
         profile=pin.profile,

@@ -136,12 +136,13 @@ def assemble(
     summaries: Sequence[tuple[str, str]],
     specs: dict[str, ToolSpec],
     history: Sequence[Entry],
-    newest_note: str = "",
+    newest_note: str | Entry = "",
     instructions: str = SYSTEM_PROMPT,
     groups: Sequence[tuple[str, str]] = (),
     profile: str = "",
 ) -> ModelRequest:
-    """The request for the next model call; `newest_note` (time, what changed) rides last.
+    """The request for the next model call; `newest_note` (time, what changed) rides last
+    (text, or the note's entry: harness/notes.py).
     A conversation passes its pinned instructions, catalogue, schemas and memory section
     (`profile`, see harness/pins.py)."""
     system = instructions + "\n" + tool_catalogue(summaries, groups)
@@ -151,7 +152,9 @@ def assemble(
     specs = {**specs, **recorded_specs(history)}
     tools = tuple(specs[name] for name in loaded_tool_names(history) if name in specs)
     messages = list(history)
-    if newest_note:
+    if isinstance(newest_note, Entry):
+        messages.append(newest_note)
+    elif newest_note:
         messages.append(Entry(kind="notice", text=newest_note, trust="agent"))
     return ModelRequest(
         system=system,

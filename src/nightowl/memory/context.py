@@ -4,7 +4,7 @@ Memory made from outside text is fenced in both (see memory/render.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -26,6 +26,7 @@ from nightowl.memory.skills import skill_lines
 from nightowl.memory.worklog import LogEntryInfo, entries_by_id, mark_used, recent_entries
 from nightowl.store.routines import list_routines
 from nightowl.store.tables import Conversation
+from nightowl.store.transcript import transcript_turns
 
 MAX_LOG_ENTRIES = 30
 QUERY_ENTRIES = 3  # the newest user entries make the query for relevant work-log entries
@@ -61,18 +62,26 @@ def recall_log(
     history: Sequence[Entry],
     limit: int = MAX_LOG_ENTRIES,
     recent: bool = True,
+    shown_turns: Collection[str] = (),
 ) -> list[LogEntryInfo]:
     """Up to `limit` work-log entries: those relevant to the newest user messages first
-    (their use is counted), then (`recent`) the most recent; newest first."""
+    (their use is counted), then (`recent`) the most recent; newest first. Not those of
+    `shown_turns`, turns whose own entries the history holds (the log would repeat them)."""
     query = " ".join(e.text for e in [e for e in history if e.kind == "user"][-QUERY_ENTRIES:])
-    hits = full_text_search(session, user_id, query, kinds=["log"], limit=limit)
-    relevant = entries_by_id(session, user_id, [h.item_id for h in hits])
+    wider = limit + len(shown_turns)
+    hits = full_text_search(session, user_id, query, kinds=["log"], limit=wider)
+    relevant = [
+        e
+        for e in entries_by_id(session, user_id, [h.item_id for h in hits])
+        if e.turn_id not in shown_turns
+    ][:limit]
     mark_used(session, user_id, [e.id for e in relevant])
     chosen = {e.id: e for e in relevant}
-    for entry in recent_entries(session, user_id, limit=limit) if recent else []:
+    for entry in recent_entries(session, user_id, limit=wider) if recent else []:
         if len(chosen) >= limit:
             break
-        chosen.setdefault(entry.id, entry)
+        if entry.turn_id not in shown_turns:
+            chosen.setdefault(entry.id, entry)
     return sorted(chosen.values(), key=lambda e: (e.created_at, e.id), reverse=True)
 
 
@@ -93,7 +102,9 @@ def memory_note(
     changes = profile_changes(pinned_profile, current_profile(session, owner))
     log = [
         RecallItem(e.created_at, e.summary, e.trust)
-        for e in recall_log(session, owner, history, log_entries, recent)
+        for e in recall_log(
+            session, owner, history, log_entries, recent, transcript_turns(session, conversation_id)
+        )
     ]
     notes = [RecallItem(n.expires_at, n.text, n.trust) for n in live_notes(session, owner)]
     return "\n\n".join(part for part in (changes, render_recall(log, notes)) if part)

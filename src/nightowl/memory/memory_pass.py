@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from nightowl.harness.notes import NOTE_META
 from nightowl.harness.transcript import Entry
 from nightowl.memory.facts import (
     ProfileFull,
@@ -134,7 +135,9 @@ def read_pass_input(session: Session, turn_id: str, user_id: str) -> PassInput:
     messages = [TurnMessage(f"m{n}", r.trust, r.body) for n, r in enumerate(rows, start=1)]
     entries = [Entry.from_dict(p) for p in load_turn_entries(session, turn_id)]
     refs = {f"m{n}": r.id for n, r in enumerate(rows, start=1)}
-    return PassInput(items, messages, refs, [e for e in entries if e.kind != "user"], done)
+    # What the turn did, without the notes it was shown (memory's own recall among them).
+    done_entries = [e for e in entries if e.kind != "user" and NOTE_META not in e.meta]
+    return PassInput(items, messages, refs, done_entries, done)
 
 
 def log_entry(given: PassInput, written: str) -> tuple[str, str]:

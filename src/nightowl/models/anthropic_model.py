@@ -11,6 +11,7 @@ from typing import Any
 
 import anthropic
 
+from nightowl.harness.notes import NOTE_META
 from nightowl.harness.transcript import Entry, ToolCall, as_data, as_notice
 from nightowl.models.base import ModelReply, ModelRequest, Usage
 from nightowl.models.provider_errors import classify
@@ -41,11 +42,12 @@ def _content(entry: Entry) -> tuple[str, list[dict[str, Any]]]:
 
 def to_messages(entries: tuple[Entry, ...]) -> list[dict[str, Any]]:
     """Entries as Anthropic messages (roles alternate) with cache breakpoints placed: after the
-    first message (the stable prefix) and after the last history entry before the newest note,
-    which is exactly where the next request stops repeating this one."""
+    first message (the stable prefix) and where the next request stops repeating this one: at
+    the end, or before a newest note the history will not keep (one a kept note is not:
+    harness/notes.py)."""
     messages: list[dict[str, Any]] = []
     ends: list[tuple[int, int]] = []  # (message, block) where each sent entry's blocks end
-    last_kind = ""
+    last_kind, passing = "", False
     for entry in entries:
         role, blocks = _content(entry)
         if not blocks:
@@ -55,10 +57,10 @@ def to_messages(entries: tuple[Entry, ...]) -> list[dict[str, Any]]:
         else:
             messages.append({"role": role, "content": list(blocks)})
         ends.append((len(messages) - 1, len(messages[-1]["content"]) - 1))
-        last_kind = entry.kind
+        last_kind, passing = entry.kind, NOTE_META not in entry.meta
     if not messages:
         return messages
-    newest_is_note = len(ends) > 1 and last_kind == "notice"
+    newest_is_note = len(ends) > 1 and last_kind == "notice" and passing
     for where in {(0, len(messages[0]["content"]) - 1), ends[-2] if newest_is_note else ends[-1]}:
         block = messages[where[0]]["content"][where[1]]
         messages[where[0]]["content"][where[1]] = {**block, "cache_control": _CACHE}

@@ -110,6 +110,19 @@ def load_transcript(session: Session, conversation_id: str) -> list[dict[str, An
     return [compaction.entry, *entries] if compaction else entries
 
 
+def transcript_turns(session: Session, conversation_id: str) -> set[str]:
+    """The turns (and runs) whose entries `load_transcript` gives: the model sees them."""
+    compaction = latest_compaction(session, conversation_id)
+    through = compaction.through_entry_id if compaction else 0
+    return set(
+        session.scalars(
+            select(TranscriptEntry.turn_id)
+            .where(TranscriptEntry.conversation_id == conversation_id, TranscriptEntry.id > through)
+            .distinct()
+        )
+    )
+
+
 def load_transcript_by_turn(
     session: Session, conversation_id: str
 ) -> list[tuple[str, dict[str, Any]]]:
