@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from nightowl.evals.cases import Checker, RecordedResult, ToolPattern
+from nightowl.harness.notes import NOTE_META
 from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.safety.redaction import Redactor
 from nightowl.safety.vault import open_sealed
@@ -106,8 +107,13 @@ def capture(session: Session, conversation_id: str, turn_id: str, redactor: Reda
         (turn, Entry.from_dict(_clean(redactor, p)))
         for turn, p in load_transcript_by_turn(session, conversation_id)
     ]
+    # The turn's first call: its reply, or the note it was shown (a replay says its own).
     cut = next(
-        (i for i, (turn, e) in enumerate(rows) if turn == turn_id and e.kind == "assistant"),
+        (
+            i
+            for i, (turn, e) in enumerate(rows)
+            if turn == turn_id and (e.kind == "assistant" or NOTE_META in e.meta)
+        ),
         len(rows),
     )
     calls: dict[str, ToolCall] = {call.id: call for _, entry in rows for call in entry.tool_calls}
