@@ -28,6 +28,22 @@ def test_different_arguments_do_not() -> None:
     assert check_guard(LIMITS, 3, [_call(1), _call(2), _call(1)]) is None
 
 
+def test_the_same_two_or_three_calls_over_and_over_trip_it() -> None:
+    """A cycle (write a file, report it wrongly, write it again …) repeated 3 times in a row;
+    a cycle seen twice, or one whose arguments change, goes on."""
+    write = ToolCall("w", "write_file", {"path": "~/.t", "content": "t"})
+    report = ToolCall("r", "report", {"text": "done", "files": ["t"]})
+    twice = [write, report] * 2
+    assert check_guard(LIMITS, 4, twice) is None
+    reason = check_guard(LIMITS, 6, [_call(9), *twice, write, report])
+    assert reason is not None and "same 2 calls (write_file, report)" in reason
+    triple = [write, report, _call(5)] * 3
+    found = check_guard(LIMITS, 9, triple)
+    assert found is not None and "same 3 calls" in found
+    moving = [write, report, write, ToolCall("r", "report", {"text": "other"}), write, report]
+    assert check_guard(LIMITS, 6, moving) is None
+
+
 def test_step_limit() -> None:
     steps = check_guard(LIMITS, 10, [])
     assert steps is not None and "10 steps" in steps

@@ -67,6 +67,10 @@ def budget_stop(limits: GuardLimits, spent: Spending) -> str | None:
     return None
 
 
+# The longest cycle of calls the guard looks for (a repeated pair or triple of calls).
+MAX_CYCLE = 3
+
+
 def _fingerprint(call: ToolCall) -> str:
     return call.name + json.dumps(call.arguments, sort_keys=True, default=str)
 
@@ -91,4 +95,29 @@ def check_guard(
                 f"{limits.max_identical_calls} times in a row, which looks like a loop. "
                 "Tell me how you'd like me to proceed."
             )
+    cycle = repeated_cycle(calls_this_turn, limits.max_identical_calls)
+    if cycle:
+        names = ", ".join(call.name for call in cycle)
+        return (
+            f"I stopped because I made the same {len(cycle)} calls ({names}) with the same "
+            f"arguments {limits.max_identical_calls} times over, which looks like a loop. "
+            "Tell me how you'd like me to proceed."
+        )
     return None
+
+
+def repeated_cycle(
+    calls: Sequence[ToolCall], times: int, longest: int = MAX_CYCLE
+) -> Sequence[ToolCall]:
+    """The calls of a cycle of 2 to `longest` calls that the newest calls repeat `times` times
+    in a row with the same arguments (a small model writing a file, reporting it wrong and
+    writing it again, 60 steps long); empty when there is none."""
+    prints = [_fingerprint(call) for call in calls]
+    for size in range(2, longest + 1):
+        span = size * times
+        if len(prints) < span or len(set(prints[-size:])) == 1:
+            continue
+        tail = prints[-span:]
+        if all(tail[i] == tail[i % size] for i in range(span)):
+            return calls[-size:]
+    return ()

@@ -126,6 +126,14 @@ def _attached(name: str, data: bytes, ctx: ToolContext) -> dict[str, Any]:
     }
 
 
+def _missing(given: str) -> str:
+    """What the agent hears when `files` names no file (small models put their text there)."""
+    return (
+        f"{given!r} does not exist in your home folder. `files` only attaches files that "
+        "exist: put what you have to say in `text`, and name a file only once it is written."
+    )
+
+
 def attach_files(paths: list[str], ctx: ToolContext) -> list[dict[str, Any]] | str:
     """Copy each file of the home on this machine into the blob store; a problem comes back
     as a message for the agent."""
@@ -142,7 +150,7 @@ def attach_files(paths: list[str], ctx: ToolContext) -> list[dict[str, Any]] | s
             relative = PurePosixPath(path.relative_to(home))
             data = _read_inside(home, relative, ctx.max_attachment_bytes)
         except OSError:
-            return f"{given!r} does not exist in your home folder; write the file first."
+            return _missing(given)
         if isinstance(data, int) or len(data) > ctx.max_attachment_bytes:
             size = data if isinstance(data, int) else len(data)
             return _too_big(given, size, ctx.max_attachment_bytes)
@@ -170,7 +178,7 @@ async def attach_remote_files(
         try:
             answer = await sandbox.call(request, timeout_s=120)
         except SandboxError:
-            return f"{given!r} does not exist in your home folder; write the file first."
+            return _missing(given)
         if answer.get("too_big") or "base64" not in answer:
             return _too_big(given, int(answer.get("size", 0)), ctx.max_attachment_bytes)
         data = base64.b64decode(answer["base64"])
