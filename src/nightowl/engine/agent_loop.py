@@ -207,7 +207,7 @@ class AgentLoop:
             kept.memory, kept.pin = start.memory, start.pin
             # The conversation keeps its pinned prompt (a cached prefix); the time, what
             # memory recalls and what the server changed since reach it as a note in the
-            # newest message, said once and then kept where it was said (harness/notes.py).
+            # newest message, kept where it was said (harness/notes.py).
             summaries, specs, groups = tools.summaries(), tools.specs(), tools.groups()
             changes = server_changes(
                 start.pin, profile.instructions, summaries, specs, start.history, groups

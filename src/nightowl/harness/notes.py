@@ -1,9 +1,9 @@
 """The newest note (the time, what memory recalls, what the server changed since the pin), kept
 where it was said.
 
-Every request ends with a note — the time, at least: a small model reads the owner's message or
-a tool's result best with the note after it (a helper on the local model misread its tool's
-result in 3 of 6 runs with no note at the end of its request, none of 3 with it). Once the call
+Every request ends with a note — the time, at least, as before notes were kept: with no note
+after a tool's result, a helper on the local model misread that result in 3 of 6 runs (1 of 4
+with the note there; 1 of 7 when notes were not kept). Once the call
 is made, the note stays in the history at that place (engine/model_calls.py `keep_reply`), as a
 person's "(it is 3 pm)" stays in a chat, so the next request repeats this one whole and grows
 only at the end: a model with a KV cache (the local one) reads only what the history gained,

@@ -126,13 +126,12 @@ def pinned_request(
     summaries: Sequence[tuple[str, str]],
     specs: dict[str, ToolSpec],
     history: Sequence[Entry],
-    newest: str | Entry | None,
+    newest: str | Entry,
     groups: Sequence[tuple[str, str]] | None = None,
 ) -> ModelRequest:
     """The next request of a conversation: its pinned prompt, its history, and a newest note.
     `newest` as text (the time) is followed by what the server changed since the pin; as an
-    entry it is the whole note, said once and then kept in the history (harness/notes.py);
-    None: the history says all there is."""
+    entry it is the whole note, kept in the history once the call is made (harness/notes.py)."""
     if isinstance(newest, str):
         changes = server_changes(pin, instructions, summaries, specs, history, groups)
         newest = "\n".join([newest, *changes])
@@ -140,7 +139,7 @@ def pinned_request(
         pin.summaries,
         effective_specs(pin, specs),
         history,
-        newest or "",
+        newest,
         instructions=pin.instructions,
         groups=pin.groups,
         profile=pin.profile,

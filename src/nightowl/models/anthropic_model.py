@@ -47,7 +47,7 @@ def to_messages(entries: tuple[Entry, ...]) -> list[dict[str, Any]]:
     harness/notes.py)."""
     messages: list[dict[str, Any]] = []
     ends: list[tuple[int, int]] = []  # (message, block) where each sent entry's blocks end
-    last_kind, passing = "", False
+    last: Entry | None = None
     for entry in entries:
         role, blocks = _content(entry)
         if not blocks:
@@ -57,10 +57,11 @@ def to_messages(entries: tuple[Entry, ...]) -> list[dict[str, Any]]:
         else:
             messages.append({"role": role, "content": list(blocks)})
         ends.append((len(messages) - 1, len(messages[-1]["content"]) - 1))
-        last_kind, passing = entry.kind, NOTE_META not in entry.meta
+        last = entry
     if not messages:
         return messages
-    newest_is_note = len(ends) > 1 and last_kind == "notice" and passing
+    passing = last is not None and last.kind == "notice" and NOTE_META not in last.meta
+    newest_is_note = len(ends) > 1 and passing
     for where in {(0, len(messages[0]["content"]) - 1), ends[-2] if newest_is_note else ends[-1]}:
         block = messages[where[0]]["content"][where[1]]
         messages[where[0]]["content"][where[1]] = {**block, "cache_control": _CACHE}
