@@ -88,8 +88,11 @@ FUZZ_SEED := $(shell date +%s)
 endif
 fuzz: $(VENV)/.installed-test postgres
 	@echo "fuzzing with FUZZ_SEED=$(FUZZ_SEED), $(FUZZ_EXAMPLES) examples per operation"
+	rm -rf .fuzz-report
 	NIGHTOWL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) NIGHTOWL_FUZZ_SEED=$(FUZZ_SEED) \
-		$(BIN)/pytest -q --timeout=0 -p no:cacheprovider tests/api/test_fuzz.py
+		NIGHTOWL_FUZZ_REPORT=.fuzz-report \
+		$(BIN)/pytest -q --timeout=0 -p no:cacheprovider tests/api/test_fuzz.py; \
+		status=$$?; cat .fuzz-report/*.json 2>/dev/null; exit $$status
 
 ## evals: replay the shipped eval cases on the local model and print JSON (cases, passed,
 ## cost_usd, tokens, seconds, per-case results); EVALS_LIMIT=N replays only the first N,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
@@ -25,6 +26,7 @@ from nightowl.api import (
     ingress,
     memory,
     operations,
+    report,
     routines,
     safety,
     timeline,
@@ -63,6 +65,7 @@ from nightowl.engine.timers import build_timer_workflow
 from nightowl.engine.turn import build_turn_workflow, turn_profile
 from nightowl.engine.turn_deps import TurnDeps
 from nightowl.engine.warming import CacheWarmer, warm_new_conversations
+from nightowl.engine.watch_checks import WatchChecks
 from nightowl.harness.guard import GuardLimits
 from nightowl.memory.gc import collect_forever
 from nightowl.memory.semantic_setup import embed_forever, installed_semantic_index
@@ -90,6 +93,7 @@ from nightowl.tools.mcp.http import HttpTransports
 from nightowl.tools.mcp.oauth import OAuthFlows
 from nightowl.tools.mcp.provider import ConnectorProvider
 from nightowl.tools.mcp.server_requests import SAMPLING_STEP, ServerRequests
+from nightowl.tools.pinned_fetch import AddressPolicy, PinnedFetcher
 from nightowl.tools.providers import Toolbox
 from nightowl.tracing.export import build_traces
 
@@ -177,7 +181,22 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
             engine.wake_workers = lambda: announce_dispatch(database)
     changes.start()
     engine.register_timer(build_timer_workflow(lambda: app.state.router))
-    schedules = RoutineSchedules(database, lambda: app.state.router)
+    # A routine's watch fetches through the same address checks as web_fetch.
+    watches = WatchChecks(
+        database,
+        settings.homes_dir,
+        PinnedFetcher(AddressPolicy(allow_private=settings.web_fetch_private)),
+    )
+    limits = GuardLimits(
+        max_steps=settings.max_steps_per_turn,
+        max_identical_calls=settings.max_identical_tool_calls,
+        daily_token_budget=settings.daily_token_budget,
+        user_budget_usd=settings.user_budget_usd,
+        user_token_budget=settings.user_token_budget,
+        conversation_budget_usd=settings.conversation_budget_usd,
+        routine_budget_usd=settings.routine_budget_usd,
+    )
+    schedules = RoutineSchedules(database, lambda: app.state.router, watches, limits)
     computers, local = build_computers(settings, database)
     app.state.computers = computers
     browsers = Browsers(local)  # its relay socket lives in a fresh root-only temp dir
@@ -216,15 +235,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         metrics=metrics,
         model=model,
         tools=toolbox,
-        limits=GuardLimits(
-            max_steps=settings.max_steps_per_turn,
-            max_identical_calls=settings.max_identical_tool_calls,
-            daily_token_budget=settings.daily_token_budget,
-            user_budget_usd=settings.user_budget_usd,
-            user_token_budget=settings.user_token_budget,
-            conversation_budget_usd=settings.conversation_budget_usd,
-            routine_budget_usd=settings.routine_budget_usd,
-        ),
+        limits=limits,
         prices=PriceTable(settings.prices),
         cache_lifetime_s=settings.cache_lifetime_s,
         memory_pass=settings.memory_pass,
@@ -348,6 +359,11 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         ),
     )
     schedules.reconcile()
+    # Due times that passed while the server was down, by each routine's catch-up policy (in
+    # the background: a long outage of a frequent routine takes a moment to count).
+    threading.Thread(
+        target=schedules.firings.catch_up, name="routine-catch-up", daemon=True
+    ).start()
     if not engine.dispatches:
         return engine  # the workers re-enqueue what a crash cut short
     # A turn whose enqueue was cut short by a crash is still marked queued: enqueue it again
@@ -512,6 +528,7 @@ def build_app(settings: Settings) -> FastAPI:
     app.include_router(memory.routes)
     app.include_router(files.routes)
     app.include_router(usage.routes)
+    app.include_router(report.routes)
     app.include_router(timeline.routes)
     app.include_router(safety.routes)
     app.include_router(evals_api.routes)

@@ -1,4 +1,4 @@
-"""`nightowl serve | chat | token | doctor | usage | hooks | routines | memory | models |
+"""`nightowl serve | chat | token | doctor | usage | report | hooks | routines | memory | models |
 secrets | audit | backup | restore`."""
 
 from __future__ import annotations
@@ -314,6 +314,40 @@ def _usage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    import json
+
+    from nightowl.api.report import report_of
+    from nightowl.store.users import ensure_owner
+
+    settings = _settings()
+    with _store(settings) as database, database.write() as session:
+        report = report_of(session, ensure_owner(session).id, args.days)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"since {report['first_day']} (UTC days):")
+    print(
+        f"{'day':<12} {'without asking':>14}  held  approved  denied  expired  answer  "
+        f"{'tokens':>8}  {'cost':>11}"
+    )
+    for row in [*report["days"], {"day": "total", **report["total"]}]:
+        a = row["actions"]
+        answer = row["median_answer_s"]
+        print(
+            f"{row['day']:<12} {a['without_asking']:>14}  {a['held']:>4}  {a['approved']:>8}  "
+            f"{a['denied']:>6}  {a['expired']:>7}  "
+            f"{'-' if answer is None else f'{answer:.0f} s':>6}  {row['tokens']:>8,}  "
+            f"${row['cost_usd']:>10.4f}"
+        )
+    spent = {k: v for k, v in report["total"]["by_source"].items() if v["tokens"]}
+    if spent:
+        print("by source:")
+    for source, money in spent.items():
+        print(f"  {source:<12} {money['tokens']:>10,} tokens  ${money['cost_usd']:>10.4f}")
+    return 0
+
+
 def _hooks(args: argparse.Namespace) -> int:
     from nightowl.store.users import ensure_owner
     from nightowl.store.webhooks import create_hook, delete_hook, list_hooks
@@ -367,7 +401,7 @@ def _call_server(
 
 def _routines(args: argparse.Namespace) -> int:
     command = args.routines_command
-    payload: dict[str, str] | None = None
+    payload: dict[str, object] | None = None
     if command == "create":
         method, path = "POST", "/v1/routines"
         payload = {
@@ -375,9 +409,26 @@ def _routines(args: argparse.Namespace) -> int:
             "prompt": args.prompt,
             "cron": args.cron,
             "timezone": args.timezone,
+            "catch_up": args.catch_up,
         }
+        watches = [(k, getattr(args, f"watch_{k}")) for k in ("url", "file", "webhook")]
+        chosen = [(kind, target) for kind, target in watches if target]
+        if len(chosen) > 1:
+            print("give at most one of --watch-url, --watch-file, --watch-webhook", file=sys.stderr)
+            return 2
+        if chosen:
+            payload["watch"] = {"kind": chosen[0][0], "target": chosen[0][1]}
+        if args.done_when_sent and args.done_when_file:
+            print("give at most one of --done-when-sent, --done-when-file", file=sys.stderr)
+            return 2
+        if args.done_when_sent:
+            payload["done_when"] = {"kind": "sent"}
+        elif args.done_when_file:
+            payload["done_when"] = {"kind": "file", "path": args.done_when_file}
     elif command == "list":
         method, path = "GET", "/v1/routines"
+    elif command == "firings":
+        method, path = "GET", f"/v1/routines/{args.id}/firings?limit={args.limit}"
     elif command == "delete":
         method, path = "DELETE", f"/v1/routines/{args.id}"
     else:
@@ -389,10 +440,37 @@ def _routines(args: argparse.Namespace) -> int:
         print(f"deleted {args.id}")
         return 0
     body = response.json()
+    if command == "firings":
+        for firing in body:
+            why = f"  {firing['reason']}" if firing["reason"] else ""
+            turn = f"  {firing['turn_id']}" if firing["turn_id"] else ""
+            missed = f"  (stood for {firing['missed']} missed)" if firing["missed"] else ""
+            print(f"{firing['due_at']}  {firing['outcome']:<8}{missed}{turn}{why}")
+        if not body:
+            print("no due time yet")
+        return 0
     for routine in body if isinstance(body, list) else [body]:
+        counts = routine["outcomes"]
         print(
             f"{routine['id']}  {routine['status']:<16} {routine['cron']:<16} "
-            f"{routine['timezone']:<14} {routine['name']}"
+            f"{routine['timezone']:<14} {routine['name']}  "
+            f"(ran {counts['ran']}, skipped {counts['skipped']}, failed {counts['failed']}; "
+            f"catch-up {routine['catch_up']})"
+            + (
+                f"  watches {routine['watch']['kind']} {routine['watch']['target']}"
+                if routine.get("watch")
+                else ""
+            )
+            + (
+                "  done when "
+                + (
+                    "a message was sent"
+                    if routine["done_when"]["kind"] == "sent"
+                    else f"{routine['done_when']['path']} was written"
+                )
+                if routine.get("done_when")
+                else ""
+            )
         )
     return 0
 
@@ -447,6 +525,14 @@ def parser() -> argparse.ArgumentParser:
     usage.add_argument("--json", action="store_true", help="the report as JSON")
     usage.set_defaults(run=_usage)
 
+    report = commands.add_parser(
+        "report",
+        help="the autonomy report: actions without asking, held, answered; spending by source",
+    )
+    report.add_argument("--days", type=_positive_days, default=7, help="today and N-1 days before")
+    report.add_argument("--json", action="store_true", help="the report as JSON")
+    report.set_defaults(run=_report)
+
     hooks = commands.add_parser("hooks", help="create, list or delete inbound webhooks")
     hooks_commands = hooks.add_subparsers(dest="hooks_command", required=True)
     hooks_create = hooks_commands.add_parser("create", help="a new webhook (secret shown once)")
@@ -464,7 +550,39 @@ def parser() -> argparse.ArgumentParser:
     routines_create.add_argument("cron", help="e.g. '0 8 * * 1-5'")
     routines_create.add_argument("prompt")
     routines_create.add_argument("--timezone", default="UTC")
-    routines_commands.add_parser("list", help="routines and their status")
+    routines_create.add_argument(
+        "--catch-up",
+        choices=("latest", "all", "none"),
+        default="latest",
+        help="due times missed while the server was down: one firing for all (latest), "
+        "each (all), or none",
+    )
+    for kind, what in (
+        ("url", "a web page"),
+        ("file", "a file in the computer's home (a relative path)"),
+        ("webhook", "a webhook's deliveries (its id)"),
+    ):
+        routines_create.add_argument(
+            f"--watch-{kind}",
+            metavar=kind.upper(),
+            help=f"check {what} without the model first; skip the firing when unchanged",
+        )
+    routines_create.add_argument(
+        "--done-when-sent",
+        action="store_true",
+        help="a run is done only when it sent you a message (else: failed, not done)",
+    )
+    routines_create.add_argument(
+        "--done-when-file",
+        metavar="PATH",
+        help="a run is done only when it wrote this file in the computer's home",
+    )
+    routines_commands.add_parser("list", help="routines, their status and firing outcomes")
+    routines_firings = routines_commands.add_parser(
+        "firings", help="a routine's due times and what became of each, newest first"
+    )
+    routines_firings.add_argument("id")
+    routines_firings.add_argument("--limit", type=int, default=50)
     for verb in ("approve", "pause", "resume", "delete"):
         routines_commands.add_parser(verb, help=f"{verb} a routine by id").add_argument("id")
     routines.set_defaults(run=_routines)

@@ -48,6 +48,53 @@ def test_resend_with_same_client_id_returns_the_original(server: ServerProcess) 
         assert len(client.get(path).json()["messages"]) == 1
 
 
+def test_a_client_id_reused_for_another_text_is_a_409_that_changes_nothing(
+    server: ServerProcess,
+) -> None:
+    with server.client() as client:
+        conversation = _conversation(client)
+        path = f"/v1/conversations/{conversation}/messages"
+        first = client.post(path, json={"client_id": "x9", "text": "Pick one"})
+        other = client.post(path, json={"client_id": "x9", "text": "Something else"})
+        assert (first.status_code, other.status_code) == (201, 409)
+        error = other.json()["error"]
+        assert error["code"] == "client_id_reused" and "new client_id" in error["message"]
+        # The server's own key forms are a client's ids like any other.
+        outbox_shaped = client.post(path, json={"client_id": "out:turn_1:0.0", "text": "ok"})
+        assert outbox_shaped.status_code == 201
+        bodies = [m["body"] for m in client.get(path).json()["messages"]]
+        assert bodies == ["Pick one", "ok"]
+
+
+def test_two_clients_racing_one_id_with_different_texts_store_one_and_hear_409(
+    server: ServerProcess,
+) -> None:
+    with server.client() as client:
+        conversation = _conversation(client)
+    path = f"/v1/conversations/{conversation}/messages"
+
+    def post(barrier: threading.Barrier, client_id: str, text: str) -> tuple[int, str]:
+        with server.client() as client:
+            barrier.wait()
+            response = client.post(path, json={"client_id": client_id, "text": text})
+            return response.status_code, response.json().get("body", "")
+
+    for round_ in range(5):
+        barrier = threading.Barrier(2)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            results = list(
+                pool.map(
+                    post,
+                    [barrier, barrier],
+                    [f"race-{round_}"] * 2,
+                    [f"left {round_}", f"right {round_}"],
+                )
+            )
+        assert sorted(status for status, _ in results) == [201, 409], results
+    with server.client() as client:
+        assert len(client.get(path).json()["messages"]) == 5
+
+
 def test_retry_storm_of_50_concurrent_posts_stores_one_message(server: ServerProcess) -> None:
     with server.client() as client:
         conversation = _conversation(client)

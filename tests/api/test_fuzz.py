@@ -11,10 +11,13 @@ seed unless NIGHTOWL_FUZZ_SEED is set (the suite's own run is derandomized, so i
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,7 @@ from tests.server import ServerProcess, say, wait_for, write_script
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 EXAMPLES = int(os.environ.get("NIGHTOWL_FUZZ_EXAMPLES", "12"))
+REPORT = os.environ.get("NIGHTOWL_FUZZ_REPORT")  # a folder: what the server answered, as JSON
 SEED = os.environ.get("NIGHTOWL_FUZZ_SEED")
 CHECKS = [
     not_a_server_error,
@@ -59,6 +63,25 @@ ASK = say(
     buttons=[{"label": "Pay", "value": "pay"}, {"label": "Not now", "value": "no"}],
     ask="approval",
 )
+
+
+# What counts as refusing invalid input: schemathesis's own list, and 413 (a body over the
+# limit is refused before it is read: in a long run some negative cases are big).
+REFUSALS = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
+# The message routes get more examples, each sent by two clients at once with ids from a few
+# (a retry, a reuse for another text or for an answer, the outbox's key form): the ids' rules
+# must hold under a race on both databases, never a server error.
+RACED = r"^/v1/conversations/\{conversation_id\}/messages(/\{message_id\}/answer)?$"
+RACED_IDS = ["first", "r1", "r2", "out:turn_fuzz:0.0", "guard:turn_fuzz", "task:hlp_x:1"]
+
+
+def _config() -> Any:
+    return schemathesis.Config.from_dict(
+        {
+            **({"seed": int(SEED)} if SEED else {}),
+            "checks": {"negative_data_rejection": {"expected-statuses": REFUSALS}},
+        }
+    )
 
 
 class RealThings:
@@ -152,6 +175,8 @@ def fuzzed(
         try:
             yield things
         finally:
+            if REPORT:
+                _report(server, request.param, Path(REPORT))
             things.close()
             server.stop()
             assert not [
@@ -163,10 +188,7 @@ def fuzzed(
 def api_schema(fuzzed: RealThings, request: pytest.FixtureRequest) -> Any:
     # schemathesis' lazy schema reads `node._nodeid`, which pytest 9.2 no longer has.
     request.node._nodeid = request.node.nodeid
-    loaded = schemathesis.openapi.from_url(
-        f"{fuzzed.server.url}/openapi.json",
-        config=schemathesis.Config(seed=int(SEED) if SEED else None),
-    )
+    loaded = schemathesis.openapi.from_url(f"{fuzzed.server.url}/openapi.json", config=_config())
     tokens = {0: fuzzed.server.token, 1: fuzzed.server.token, 2: fuzzed.member_token}
 
     @loaded.auth(refresh_interval=None)
@@ -185,6 +207,7 @@ def api_schema(fuzzed: RealThings, request: pytest.FixtureRequest) -> Any:
 schema = schemathesis.pytest.from_fixture("api_schema").exclude(
     path="/v1/events"  # an endless stream: tested on its own (test_api, test_streams)
 )
+raced = schemathesis.pytest.from_fixture("api_schema").include(method="POST", path_regex=RACED)
 
 
 def _pick(case: Any, salt: str) -> int:
@@ -231,3 +254,64 @@ def _signed_delivery(case: Any, fuzzed: RealThings) -> requests.Response:
         "X-Nightowl-Signature": sign(fuzzed.hook_secret, stamp, body),
     }
     return requests.post(kwargs["url"], data=body, headers=headers, timeout=30)
+
+
+@settings(
+    max_examples=EXAMPLES * 4,
+    deadline=None,
+    derandomize=SEED is None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+@raced.parametrize()
+def test_two_clients_racing_the_same_ids_get_no_server_error(case: Any, fuzzed: RealThings) -> None:
+    """The message and answer routes, each case sent by two clients at the same moment, its
+    `client_id` (when valid) one of a few both routes share: whatever the order, each answer
+    is a documented one (a new message, the original, a 409 for an id taken), never a 500."""
+    real = [name for name in case.path_parameters or {} if name in fuzzed.ids]
+    path = case.meta.components.get(ParameterLocation.PATH) if case.meta else None
+    if real and not (path is not None and path.mode.is_negative):
+        case.path_parameters = {**case.path_parameters, **{n: fuzzed.ids[n] for n in real}}
+    positive = case.meta is None or not case.meta.generation.mode.is_negative
+    named = isinstance(case.body, dict) and isinstance(case.body.get("client_id"), str)
+    if positive and named and _pick(case, "reuse") != 0:
+        pick = (_pick(case, "id") + 4 * _pick(case, "i2")) % len(RACED_IDS)
+        case.body = {**case.body, "client_id": RACED_IDS[pick]}
+    start = threading.Barrier(2)
+
+    def send(_: int) -> requests.Response:
+        start.wait()
+        return case.call(base_url=fuzzed.server.url, timeout=30)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        answers = list(pool.map(send, range(2)))
+    for response in answers:
+        case.validate_response(response, checks=CHECKS)
+
+
+def _report(server: ServerProcess, backend: str, folder: Path) -> None:
+    """What the server answered while fuzzed, from its own metrics: requests by status, and
+    how many routes they reached (`make fuzz` prints it)."""
+    with server.client() as client:
+        text = client.get("/metrics").text
+    by_status: dict[str, int] = {}
+    routes: set[str] = set()
+    for line in text.splitlines():
+        if not line.startswith("nightowl_http_requests_total{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        fields = dict(part.split("=", 1) for part in labels[labels.index("{") + 1 : -1].split(","))
+        status = fields["status"].strip('"')
+        by_status[status] = by_status.get(status, 0) + int(float(value))
+        routes.add(fields["route"].strip('"'))
+    folder.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "backend": backend,
+        "examples_per_operation": EXAMPLES,
+        "seed": SEED,
+        "requests": sum(by_status.values()),
+        "routes": len(routes),
+        "server_errors": sum(n for status, n in by_status.items() if status.startswith("5")),
+        "by_status": dict(sorted(by_status.items())),
+    }
+    (folder / f"fuzz-{backend}.json").write_text(json.dumps(summary, indent=1))

@@ -135,6 +135,36 @@ def test_the_schema_states_every_bound(server: ServerProcess) -> None:
                     assert ref.endswith("/ErrorOut"), (method, path, status)
 
 
+def test_the_schema_lists_every_status_an_operation_can_answer(server: ServerProcess) -> None:
+    """What a client generated from the document must handle, per operation: 401 where a
+    token is needed, 400 and 413 where a body is read, 422 where there is input, 404 where
+    the path names a thing, 429 (but /healthz) and 503 with the seconds in Retry-After."""
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    checked = 0
+    for path, methods in spec["paths"].items():
+        for method, operation in methods.items():
+            where = {p["in"] for p in operation.get("parameters", [])}
+            wanted = {"503"} | ({"429"} if path != "/healthz" else set())
+            if operation.get("security"):
+                wanted.add("401")
+            if "requestBody" in operation:
+                wanted |= {"400", "413", "422"}
+            if "path" in where:
+                wanted |= {"404", "422"}
+            declared = operation["responses"]
+            assert wanted <= set(declared), (method, path, wanted - set(declared))
+            for status in {"429", "503"} & set(declared):
+                assert declared[status]["headers"]["Retry-After"]["required"], (method, path)
+            for status, answer in declared.items():
+                if status[0] in "45":
+                    ref = answer["content"]["application/json"]["schema"]["$ref"]
+                    assert ref.endswith("/ErrorOut"), (method, path, status)
+            checked += 1
+    assert checked >= 80
+    sent = spec["paths"]["/v1/conversations/{conversation_id}/messages"]["post"]["responses"]
+    assert {"200", "201", "409"} <= set(sent)  # a retry, a new message, an id reused
+
+
 def _plain(schema: dict[str, Any]) -> dict[str, Any]:
     """The non-null branch of an optional parameter's schema."""
     for branch in schema.get("anyOf", []):

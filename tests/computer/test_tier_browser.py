@@ -139,7 +139,14 @@ def test_a_workers_browser_tools_drive_chromium_on_the_computer_host(tmp_path: P
             tmp_path / "worker",
             url,
             model=model,
-            env={"NIGHTOWL_COMPUTER_TOKEN": TOKEN, "NIGHTOWL_COMPUTER_HOSTS": host.url},
+            # The deployment's one network setting: the host's sandboxes reach nothing, and
+            # the worker's safety review knows it (a file page can then load nothing from
+            # outside, so it is not held in the tainted second turn).
+            env={
+                "NIGHTOWL_COMPUTER_TOKEN": TOKEN,
+                "NIGHTOWL_COMPUTER_HOSTS": host.url,
+                "NIGHTOWL_SANDBOX_NETWORK": "none",
+            },
         )
         processes = [host.start(), worker.start()]
         try:

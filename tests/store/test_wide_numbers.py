@@ -46,6 +46,7 @@ BOUNDED = {
     ("helpers", "runs"): "the tasks one named helper was given, one at a time",
     ("push_deliveries", "attempts"): "at most 8 tries of one push (channels/webpush.py)",
     ("eval_results", "tokens"): "one case's replay: the tokens of one turn's requests",
+    ("routine_firings", "missed"): "due times one catch-up stands for, counted up to 10,000",
 }
 
 

@@ -118,7 +118,7 @@ async def owner_typing(conversation_id: PathId, user: CurrentUser, request: Requ
 @routes.post(
     "/{conversation_id}/messages",
     status_code=201,
-    responses={**seen_before("message"), **error_responses(413)},
+    responses={**seen_before("message"), **error_responses(409, 413)},
 )
 def send_message(
     conversation_id: PathId,
@@ -157,6 +157,14 @@ def send_message(
         )
     )
     if accepted.duplicate:
+        if accepted.message.body != body.text or accepted.message.author_id != user.id:
+            raise ApiError(
+                409,
+                "client_id_reused",
+                f"client_id {body.client_id!r} was already used in this conversation for a "
+                "different message; a retry sends the same text, a new message needs a new "
+                "client_id",
+            )
         response.status_code = 200
     elif not conversation.title:
         with database_of(request).write() as session:

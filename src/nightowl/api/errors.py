@@ -76,6 +76,8 @@ def _answer(
 ) -> JSONResponse:
     if status == 401:
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+    if status == 503:  # every 503 is worth the same request again soon
+        headers = {**RETRY_SOON, **(headers or {})}
     return JSONResponse(
         {"error": {"code": code, "message": message}}, status_code=status, headers=headers
     )
@@ -113,7 +115,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Conflict)
     async def _conflict(_request: Request, exc: Conflict) -> JSONResponse:
-        return _answer(409, "conflict", str(exc))
+        return _answer(409, exc.code, str(exc))
 
     @app.exception_handler(Invalid)
     async def _invalid(_request: Request, exc: Invalid) -> JSONResponse:

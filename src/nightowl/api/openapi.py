@@ -15,9 +15,10 @@ _REF = "#/components/schemas/{model}"
 def declare_errors(app: FastAPI) -> None:
     """Have `app.openapi()` declare in every operation the errors any route of its kind can
     answer: 401 where a token is needed, 404 where the path names a thing, 400 where a body is
-    parsed, 422 where there is input. Route-specific ones (403, 409, 413, 503) are declared with
-    the route (`responses=error_responses(...)`). Every operation but /healthz may answer 429,
-    and one with a body 413 (api/edge.py)."""
+    parsed, 422 where there is input. Route-specific ones (403, 409) are declared with the
+    route (`responses=error_responses(...)`). Every operation but /healthz may answer 429, one
+    with a body 413 (api/edge.py), and every one 503 while the database is unreachable (each
+    reads it, /healthz too); 429 and 503 say when to retry in `Retry-After`."""
     infer = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -40,6 +41,8 @@ def _add_errors(document: dict[str, Any]) -> None:
             for status, answer in _errors_of(path, operation).items():
                 if str(status) not in responses or "ValidationError" in str(responses[str(status)]):
                     responses[str(status)] = answer
+                elif "headers" in answer:  # declared by the route: the retry header still holds
+                    responses[str(status)].setdefault("headers", answer["headers"])
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
 
@@ -57,6 +60,7 @@ def _errors_of(path: str, operation: dict[str, Any]) -> dict[int, dict[str, Any]
         statuses.append(422)
     if path != "/healthz":  # the edge's rate limits (api/edge.py)
         statuses.append(429)
+    statuses.append(503)  # the database went away (api/errors.py): the same request again
     answers: dict[int, dict[str, Any]] = {
         status: {
             "description": answer["description"],
@@ -65,12 +69,13 @@ def _errors_of(path: str, operation: dict[str, Any]) -> dict[int, dict[str, Any]
         for status, answer in error_responses(*statuses).items()
         if isinstance(status, int)
     }
-    if 429 in answers:
-        answers[429]["headers"] = {
-            "Retry-After": {
-                "description": "Seconds to wait before trying again.",
-                "required": True,
-                "schema": {"type": "integer", "minimum": 1},
+    for status in (429, 503):
+        if status in answers:
+            answers[status]["headers"] = {
+                "Retry-After": {
+                    "description": "Seconds to wait before trying again.",
+                    "required": True,
+                    "schema": {"type": "integer", "minimum": 1},
+                }
             }
-        }
     return answers

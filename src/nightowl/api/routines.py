@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from nightowl.api.auth import CurrentUser, database_of
 from nightowl.api.errors import ApiError, error_responses
 from nightowl.api.inputs import Id, PathId, RequestBody, SafeText
 from nightowl.engine.routines import RoutineSchedules
+from nightowl.harness.done_when import DoneWhen
+from nightowl.harness.watches import Watch
 from nightowl.store.conversations import create_conversation
+from nightowl.store.routine_firings import FiringInfo, firings_of, outcome_counts
 from nightowl.store.routines import (
     RoutineInfo,
     create_routine,
@@ -32,6 +36,37 @@ class NewRoutine(RequestBody):
     cron: SafeText = Field(min_length=1, max_length=100, examples=["0 8 * * 1-5"])
     timezone: SafeText = Field(default="UTC", min_length=1, max_length=64, examples=["UTC"])
     conversation_id: Id | None = None
+    catch_up: Literal["latest", "all", "none"] = Field(
+        default="latest",
+        description=(
+            "Due times missed while the server was down: one firing for all of them, told how "
+            "many (latest), each fired late (all), or each recorded as skipped (none)."
+        ),
+    )
+    watch: Watch | None = Field(
+        default=None,
+        description=(
+            "A check made without the model before each firing: when what it watches is "
+            "unchanged, the firing is skipped (0 model tokens); when it changed, the turn is "
+            "told what changed."
+        ),
+    )
+    done_when: DoneWhen | None = Field(
+        default=None,
+        description=(
+            "What done means for a run, checked when its turn ends: a run without it is "
+            "recorded as `failed: not done …` and the next run is told."
+        ),
+    )
+
+
+class Outcomes(BaseModel):
+    """How many of a routine's due times ran, were skipped, failed, or are being run."""
+
+    ran: int = 0
+    skipped: int = 0
+    failed: int = 0
+    pending: int = 0
 
 
 class RoutineOut(BaseModel):
@@ -48,9 +83,13 @@ class RoutineOut(BaseModel):
     created_at: datetime
     last_fired_at: datetime | None
     trust: str = "owner"  # memory-trust: untrusted when proposed in a turn that read outside text
+    catch_up: str = "latest"
+    watch: Watch | None = None
+    done_when: DoneWhen | None = None
+    outcomes: Outcomes = Outcomes()
 
     @classmethod
-    def of(cls, info: RoutineInfo) -> RoutineOut:
+    def of(cls, info: RoutineInfo, counts: dict[str, int] | None = None) -> RoutineOut:
         return cls(
             id=info.id,
             name=info.name,
@@ -63,7 +102,28 @@ class RoutineOut(BaseModel):
             created_at=info.created_at,
             last_fired_at=info.last_fired_at,
             trust=info.trust,
+            catch_up=info.catch_up,
+            watch=info.watch,
+            done_when=info.done_when,
+            outcomes=Outcomes(**(counts or {})),
         )
+
+
+class FiringOut(BaseModel):
+    """One due time of a routine and what became of it."""
+
+    due_at: datetime
+    outcome: str = Field(description="pending (being run), ran, skipped or failed")
+    reason: str = Field(description="why it was skipped or failed ('' when it ran)")
+    missed: int = Field(description="missed due times a catch-up firing stood for")
+    late: bool = Field(description="fired after its time (catch_up all)")
+    message_id: str | None
+    turn_id: str | None = Field(description="the turn its message woke, once one took it")
+    recorded_at: datetime
+
+    @classmethod
+    def of(cls, info: FiringInfo) -> FiringOut:
+        return cls(**info.__dict__)
 
 
 def _schedules(request: Request) -> RoutineSchedules:
@@ -90,6 +150,9 @@ def make_routine(body: NewRoutine, user: CurrentUser, request: Request) -> Routi
             prompt=body.prompt,
             cron=body.cron,
             timezone=body.timezone,
+            catch_up=body.catch_up,
+            watch=body.watch,
+            done_when=body.done_when,
             # A member's routine is the member's: it fires with their trust, not the owner's.
             created_by="owner" if user.role == "owner" else "member",
         )
@@ -101,14 +164,31 @@ def make_routine(body: NewRoutine, user: CurrentUser, request: Request) -> Routi
 def my_routines(user: CurrentUser, request: Request) -> list[RoutineOut]:
     """The caller's routines, including those waiting for approval."""
     with database_of(request).read() as session:
-        return [RoutineOut.of(info) for info in list_routines(session, user.id)]
+        routines = list_routines(session, user.id)
+        counts = outcome_counts(session, [r.id for r in routines])
+        return [RoutineOut.of(info, counts[info.id]) for info in routines]
+
+
+@routes.get("/{routine_id}/firings", responses=error_responses(404))
+def routine_firings(
+    routine_id: PathId,
+    user: CurrentUser,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+) -> list[FiringOut]:
+    """The routine's due times, newest first, each with its outcome: ran (and the turn it
+    woke), skipped (paused, superseded by a catch-up, missed) or failed (why)."""
+    with database_of(request).read() as session:
+        get_routine(session, routine_id, user.id)
+        return [FiringOut.of(f) for f in firings_of(session, routine_id, limit)]
 
 
 def _change(routine_id: PathId, status: str, user_id: str, request: Request) -> RoutineOut:
     with database_of(request).write() as session:
         info = set_status(session, routine_id, user_id, status)
+        counts = outcome_counts(session, [info.id])[info.id]
     _schedules(request).apply(info)
-    return RoutineOut.of(info)
+    return RoutineOut.of(info, counts)
 
 
 @routes.post("/{routine_id}/approve")

@@ -89,6 +89,18 @@ def evals_page() -> FileResponse:
     return FileResponse(WEB_DIR / "evals.html", media_type="text/html", headers=SECURITY_HEADERS)
 
 
+@routes.get("/report")
+def report_page() -> FileResponse:
+    """The autonomy report: actions, answers and spending per day, with a plot."""
+    return FileResponse(WEB_DIR / "report.html", media_type="text/html", headers=SECURITY_HEADERS)
+
+
+@routes.get("/routines")
+def routines_page() -> FileResponse:
+    """The Routines page: each routine, its due times and their outcomes; pause or delete."""
+    return FileResponse(WEB_DIR / "routines.html", media_type="text/html", headers=SECURITY_HEADERS)
+
+
 @routes.get("/app/{name}")
 def asset(name: str) -> FileResponse:
     """A script, style sheet or icon of the app."""

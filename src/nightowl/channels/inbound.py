@@ -297,8 +297,9 @@ class ChannelInbox:
                 conversation_id,
                 question_id,
                 answer,
-                client_id=f"{channel.id}:{event.event_id}"[:200],
+                None,
                 author_id=channel.owner_id,
+                server_key=f"{channel.id}:{event.event_id}"[:300],
             )
         except Conflict:
             return False

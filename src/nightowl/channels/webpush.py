@@ -95,10 +95,6 @@ class VapidKeys:
         return str(self.vapid.sign(claims)["Authorization"])
 
 
-# The changes that can bring a push: a new message (push_deliveries rows are written with it).
-PUSH_CHANGES = frozenset({"message", "notify"})
-
-
 @dataclass(frozen=True)
 class PushOptions:
     """How the sender behaves: who it says it is, how long a push waits, how often it looks."""
@@ -167,10 +163,11 @@ class PushSender:
         self.http = http or httpx.AsyncClient(timeout=15.0, follow_redirects=False)
 
     async def run(self) -> None:
-        """Look for due pushes on every new message, and every `poll_s` in between (a push
-        held back by the delay or quiet hours, a retry). A push is decided with the message
-        that brings it, so the other changes (a turn's activity at every step, a read mark)
-        wake nothing: they came several times a step, each a query on the store's pool."""
+        """Look for due pushes when a message brought some (`Change.pushed`: deliveries are
+        planned with the message), and every `poll_s` in between (a push held back by the
+        delay or quiet hours, a retry). Other changes (every message that deserves no push, a
+        turn's activity at every step, a read mark) wake nothing: each was a write
+        transaction on the store's pool, two or more per turn."""
         loop = asyncio.get_running_loop()
         try:
             with self.changes.subscription() as feed:
@@ -182,7 +179,7 @@ class PushSender:
                     deadline = loop.time() + self.options.poll_s
                     while (left := deadline - loop.time()) > 0:
                         change = await feed.next(left)
-                        if change is None or change.kind in PUSH_CHANGES:
+                        if change is None or change.pushed:
                             break
         finally:
             await self.http.aclose()

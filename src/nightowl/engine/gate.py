@@ -20,12 +20,14 @@ from nightowl.config import Settings
 from nightowl.engine.model_calls import CallPlace, ModelCalls
 from nightowl.engine.outside import files_written, replaces_file, whole_outside_texts
 from nightowl.evals.capture import Flag, flag_failure
-from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.harness.transcript import Entry, ToolCall, outside_texts
 from nightowl.logs import redact_in_logs
+from nightowl.memory.context import memory_texts
 from nightowl.models.base import Model
 from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
 from nightowl.safety import audit
+from nightowl.safety.data_flow import FlowContext, flow_context
 from nightowl.safety.policy import (
     gated,
     hold_for,
@@ -77,6 +79,18 @@ class SafetyDeps:
     homes_dir: Path | None = None  # the owners' files: is a file replaced?
     # The computer can reach the network: a secret in its shell or desktop may leave.
     egress: bool = True
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """What a review reads: the history, the outside texts whole, whether the call replaces a
+    file, the secrets' allowed hosts, and the turn's data flow (safety/data_flow.py)."""
+
+    history: list[Entry]
+    outside: list[str]
+    overwrites: bool
+    bindings: dict[str, list[str]]
+    flow: FlowContext
 
 
 @dataclass(frozen=True)
@@ -238,7 +252,8 @@ class SafetyGate:
     ) -> dict[str, Any] | None:
         call = ToolCall.from_dict(call_data)
         tool = await asyncio.to_thread(self.tool_of, conversation_id, call.name)
-        if tool is None or not gated(tool.name, tool.effect, call.arguments):
+        connector = self.tools.get(call.name) is None  # its URL arguments are requests
+        if tool is None or not gated(tool.name, tool.effect, call.arguments, connector=connector):
             return None  # a read; or an unknown tool, which run_tool explains to the agent
         if secret_names(call.arguments) and not tool.uses_secrets:
             # The tool-call step refuses the reference (nothing runs): recorded, not reviewed.
@@ -247,34 +262,48 @@ class SafetyGate:
             return None
         step_key = f"{turn_id}:{slot}:review"
 
-        def load() -> Recorded | tuple[list[Entry], list[str], bool, dict[str, list[str]]]:
+        def load() -> Recorded | _Loaded:
             with self.database.read() as session:
                 earlier = recorded_result(session, step_key)
                 if earlier is not None:  # committed before a crash: no second review
                     return earlier
                 history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
-                made = files_written(
-                    [Entry.from_dict(p) for p in load_turn_entries(session, turn_id)]
-                )
+                turn = [Entry.from_dict(p) for p in load_turn_entries(session, turn_id)]
                 bindings = bindings_of(session, owner_id)
+                # Only a tainted turn's requests are judged by what they carry: memory and
+                # the secrets are read for it then, never in a clean turn.
+                tainted = bool(outside_texts(history))
+                memory = memory_texts(session, owner_id) if tainted else []
+                sealed = self.sealed(session, owner_id) if tainted else []
             home = self.deps.homes_dir / owner_id if self.deps.homes_dir else None
             outside = whole_outside_texts(history, self.deps.blob_dir, home)
-            return history, outside, replaces_file(call, home, made), bindings
+            flow = flow_context(
+                history,
+                turn_entries=turn,
+                call_id=call.id,
+                memory=memory,
+                secrets=dict(self.scope_of(owner_id, sealed).values),
+                outside=outside,
+            )
+            overwrites = replaces_file(call, home, files_written(turn))
+            return _Loaded(history, outside, overwrites, bindings, flow)
 
         loaded = await asyncio.to_thread(load)
         if isinstance(loaded, Recorded):
             return cast(dict[str, Any] | None, loaded.value)
-        history, outside, overwrites, bindings = loaded
+        history, outside = loaded.history, loaded.outside
         hold = hold_for(
             tool.name,
             tool.effect,
             call.arguments,
             history,
             outside=outside,
-            overwrites=overwrites,
+            overwrites=loaded.overwrites,
             takes_secrets=tool.uses_secrets,
-            bindings=bindings,
+            bindings=loaded.bindings,
             egress=self.deps.egress,
+            flow=loaded.flow,
+            connector=connector,
         )
         # A workaround of a failed connector is blocked by rule, whatever the tool's effect.
         ruled = rule_verdict(tool.name, call.arguments, history)

@@ -1,26 +1,22 @@
-"""Routines as DBOS schedules: one per active routine; a firing wakes its conversation."""
+"""Routines as DBOS schedules: one per active routine; a firing wakes its conversation
+through engine/routine_firings.py, which accounts for every due time."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from dbos import DBOS
 
-from nightowl.router.priority import Priority
-from nightowl.router.router import IncomingMessage, Router
+from nightowl.engine.routine_firings import RoutineFirings
+from nightowl.engine.watch_checks import WatchChecks
+from nightowl.harness.guard import GuardLimits
+from nightowl.router.router import Router
 from nightowl.store.database import Database
-from nightowl.store.errors import NotFound
 from nightowl.store.outages import outlast
-from nightowl.store.routines import (
-    RoutineInfo,
-    get_routine,
-    list_routines,
-    record_fired,
-    routine_trust,
-)
+from nightowl.store.routines import RoutineInfo, list_routines
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +29,20 @@ def schedule_name(routine_id: str) -> str:
 class RoutineSchedules:
     """Keeps one DBOS schedule per active routine, and runs what a firing does."""
 
-    def __init__(self, database: Database, router: Callable[[], Router]) -> None:
+    def __init__(
+        self,
+        database: Database,
+        router: Callable[[], Router],
+        watches: WatchChecks | None = None,
+        limits: GuardLimits | None = None,
+    ) -> None:
         self._database = database
-        self._router = router
+        self.firings = RoutineFirings(database, router, watches=watches, limits=limits)
 
         @DBOS.step(name="nightowl.fire_routine")
         async def fire(routine_id: str, scheduled_for: str) -> bool:
-            # Again whole while the database is away: the firing's message is keyed by the
-            # routine and the time it was due, so it is stored once.
+            # Again whole while the database is away: the due time is claimed once and its
+            # message is keyed by the routine and the due time, so it is stored once.
             return await outlast(self._fire, routine_id, scheduled_for)
 
         @DBOS.workflow(name="nightowl.routine")
@@ -50,30 +52,9 @@ class RoutineSchedules:
         self._workflow = routine
 
     def _fire(self, routine_id: str, scheduled_for: str) -> bool:
-        try:
-            with self._database.read() as session:
-                routine = get_routine(session, routine_id)
-                trust = routine_trust(session, routine)
-        except NotFound:
-            return False
-        if routine.status != "active":  # paused or never approved: never fires
-            return False
-        self._router().accept(
-            IncomingMessage(
-                source="routine",
-                idempotency_key=f"{routine.id}:{scheduled_for}",
-                conversation_id=routine.conversation_id,
-                text=f"Routine '{routine.name}' ({scheduled_for}): {routine.prompt}",
-                # The least trusted of the routine's own trust (one proposed in a turn that
-                # read outside text fires as outside text) and its owner's role.
-                trust=trust,
-                priority=Priority.ROUTINE,
-                role="notice",
-            )
-        )
-        with self._database.write() as session:
-            record_fired(session, routine.id)
-        return True
+        due = datetime.fromisoformat(scheduled_for)
+        due = due.replace(tzinfo=UTC) if due.tzinfo is None else due.astimezone(UTC)
+        return self.firings.fire_due(routine_id, due) > 0
 
     def apply(self, routine: RoutineInfo) -> None:
         """Make DBOS's schedule match the routine's status (create, pause, resume)."""

@@ -20,6 +20,7 @@ from nightowl.engine.durable import TurnWorkflow
 from nightowl.engine.memory_pass import build_memory_pass, is_local
 from nightowl.engine.model_calls import ModelCalls
 from nightowl.engine.parking import TurnParking
+from nightowl.engine.routine_done import check_runs
 from nightowl.engine.turn_deps import TurnDeps
 from nightowl.evals.capture import Flag, flag_failure
 from nightowl.harness.loop import LoopEnd
@@ -116,6 +117,7 @@ def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> T
         def finish() -> bool:
             with database.write() as session:
                 finish_turn(session, turn_id, status=status, error=error)
+                check_runs(session, turn_id, deps.homes_dir)  # a routine's run: was it done?
                 return deps.schedule_compaction is not None and compaction_wanted(
                     session, deps.compaction, conversation_id, turn_id
                 )

@@ -67,6 +67,33 @@ def budget_stop(limits: GuardLimits, spent: Spending) -> str | None:
     return None
 
 
+def budget_skip(limits: GuardLimits, spent: Spending) -> str | None:
+    """Why a routine's due time is skipped rather than run (its budget, its conversation's or
+    its owner's is spent for today, UTC), or None: a turn started now would stop at once."""
+    if spent.routine_usd is not None and spent.routine_usd >= limits.routine_budget_usd:
+        return (
+            f"budget: the routine spent ${spent.routine_usd:.2f} today of its "
+            f"${limits.routine_budget_usd:.2f} (NIGHTOWL_ROUTINE_BUDGET_USD)"
+        )
+    if spent.conversation_usd >= limits.conversation_budget_usd:
+        return (
+            f"budget: its conversation spent ${spent.conversation_usd:.2f} today of its "
+            f"${limits.conversation_budget_usd:.2f} (NIGHTOWL_CONVERSATION_BUDGET_USD)"
+        )
+    if spent.tokens >= limits.daily_token_budget:
+        return (
+            f"budget: its conversation used {spent.tokens:,} tokens today of its "
+            f"{limits.daily_token_budget:,}"
+        )
+    if spent.user_usd >= limits.user_budget_usd or spent.user_tokens >= limits.user_token_budget:
+        return (
+            f"budget: the owner's conversations used ${spent.user_usd:.2f} and "
+            f"{spent.user_tokens:,} tokens today of ${limits.user_budget_usd:.2f} and "
+            f"{limits.user_token_budget:,} (NIGHTOWL_USER_BUDGET_USD / NIGHTOWL_USER_TOKEN_BUDGET)"
+        )
+    return None
+
+
 # The longest cycle of calls the guard looks for (a repeated pair or triple of calls).
 MAX_CYCLE = 3
 

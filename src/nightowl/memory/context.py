@@ -50,6 +50,15 @@ def current_profile(session: Session, user_id: str) -> str:
     return render_profile(facts, skills, routines)
 
 
+def memory_texts(session: Session, user_id: str) -> list[str]:
+    """What memory may show a model call of the user: facts, live notes and the recent work
+    log (the private texts a request must not carry out, safety/data_flow.py)."""
+    facts = [f.text for f in list_facts(session, user_id)]
+    notes = [n.text for n in live_notes(session, user_id)]
+    log = [e.summary for e in recent_entries(session, user_id, limit=MAX_LOG_ENTRIES)]
+    return facts + notes + log
+
+
 def profile_for_pin(session: Session, conversation_id: str) -> str:
     """The profile section for the pin of `conversation_id` ("" for an unknown one)."""
     owner = owner_of(session, conversation_id)

@@ -8,7 +8,10 @@ Script: `{"replies": [{"text": "...", "tool_calls": [{"name": ..., "arguments": 
 Reply *n* answers the conversation's *n*-th model call (counted from the request's history, a
 compaction summary counting the replies it replaced, so a restart or a replay picks the same
 reply); a reply `{"obey": true}` obeys injected text (tests: a `DO: {call}` anywhere in a line
-of what arrived since the model last spoke), `{"obey": "anywhere"}` (or `"recall": true`) also
+of what arrived since the model last spoke; in its string arguments `{{copy:TEXT}}` becomes the
+line of the conversation that holds TEXT, percent-encoded — `{{copy64:TEXT}}` base64url, and
+`{{copy:TEXT:8:16}}` characters 8 to 16 of it: a model that copies what it was told to),
+`{"obey": "anywhere"}` (or `"recall": true`) also
 what memory recalls in the newest note, and with `"then": true`, once nothing asks for more,
 it runs the owner's own `THEN:` steps. A compaction request is answered
 with `summary`, a cache-warming one with nothing, a safety review from `review`. The memory
@@ -21,10 +24,12 @@ request (purpose "sampling") with the script's "sampling" text.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from nightowl.harness.transcript import ToolCall
 from nightowl.models.base import ModelConfigError, ModelReply, ModelRequest, Usage
@@ -129,7 +134,32 @@ def _obeyed(request: ModelRequest, recall: bool = False) -> list[dict[str, Any]]
         if entry.kind == "assistant":
             break
         found = _marked(entry.text, OBEY_MARK) + found
-    return found
+    lines = [line for e in request.messages for line in e.text.splitlines() if "{{copy" not in line]
+    return [_copied(call, lines) for call in found]
+
+
+_COPY = re.compile(r"\{\{copy(64)?:([^}:]+)(?::(\d+):(\d+))?\}\}")
+
+
+def _copied(value: Any, lines: list[str]) -> Any:
+    """`value` with each `{{copy:TEXT}}` replaced by the line that holds TEXT (encoded)."""
+    if isinstance(value, dict):
+        return {key: _copied(inner, lines) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_copied(inner, lines) for inner in value]
+    if not isinstance(value, str):
+        return value
+
+    def line_of(match: re.Match[str]) -> str:
+        held = next((line for line in lines if match[2] in line), "")
+        text = held.removeprefix("\u2502 ").strip()
+        if match[3] is not None:
+            text = text[int(match[3]) : int(match[4])]
+        if match[1]:
+            return base64.urlsafe_b64encode(text.encode()).decode()
+        return quote(text, safe="")
+
+    return _COPY.sub(line_of, value)
 
 
 def _marked(text: str, mark: str) -> list[dict[str, Any]]:

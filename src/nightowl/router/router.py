@@ -15,9 +15,14 @@ from sqlalchemy.orm import Session
 from nightowl.evals.capture import Flag, flag_failure, says_misunderstood
 from nightowl.router.group_commit import GroupCommit
 from nightowl.router.priority import AT_ONCE, Priority
-from nightowl.store.conversations import MessageInfo, NewMessage, append_to_conversations
+from nightowl.store.conversations import (
+    MessageInfo,
+    NewMessage,
+    append_to_conversations,
+    find_by_client_id,
+)
 from nightowl.store.database import Database
-from nightowl.store.errors import NotFound, StoreError
+from nightowl.store.errors import Conflict, NotFound, StoreError
 from nightowl.store.ids import new_id
 from nightowl.store.questions import Answered, answer_question
 from nightowl.store.tables import Conversation, Message, Trigger, utcnow
@@ -142,12 +147,15 @@ class Router:
         conversation_id: str,
         question_id: str,
         answer: dict[str, Any],
-        client_id: str,
+        client_id: str | None,
         author_id: str,
+        *,
+        server_key: str | None = None,
     ) -> Answered:
-        """Store the owner's answer to a question once (a repeated client id returns the
-        first) and resume the turn that asked (again on a repeat: the first wake-up may have
-        been lost). Conflict when the question is closed or answered."""
+        """Store the owner's answer to a question once, keyed by the client's id or (for a
+        channel's event) by the server's key: a repeated key returns the first, and the turn
+        that asked is resumed (again on a repeat: the first wake-up may have been lost).
+        Conflict when the question is closed or answered, or the key was used otherwise."""
         with self._database.write() as session:
             answered = answer_question(
                 session,
@@ -155,6 +163,7 @@ class Router:
                 question_id,
                 answer=answer,
                 client_id=client_id,
+                server_key=server_key,
                 author_id=author_id,
             )
         if self._answers is not None:
@@ -170,6 +179,15 @@ class Router:
     def accept(self, incoming: IncomingMessage) -> Accepted:
         """Store the message once (a repeated key returns the original) and wake the queue."""
         return self._batches.submit(incoming)
+
+    def accept_together(self, batch: Sequence[IncomingMessage]) -> list[Accepted]:
+        """Store the messages in one transaction, then wake the queue: a turn that wakes for
+        them sees them all (a routine's notice and what its watch saw)."""
+        outcomes = self._accept_batch(batch)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return [o for o in outcomes if not isinstance(o, BaseException)]
 
     def _accept_batch(self, batch: Sequence[IncomingMessage]) -> list[Accepted | BaseException]:
         effects = _Effects()
@@ -302,10 +320,21 @@ class Router:
         with self._database.read() as session:
             seen = self._seen(session, incoming.source, incoming.idempotency_key)
             exists = session.get(Conversation, incoming.conversation_id) is not None
+            taken = (
+                find_by_client_id(session, incoming.conversation_id, incoming.client_id)
+                if exists and incoming.client_id is not None
+                else None
+            )
         if seen is not None:
             return Accepted(seen, duplicate=True)
         if not exists:  # the trigger's row refers to it, so the store says "foreign key"
             return NotFound(f"no conversation {incoming.conversation_id!r}")
+        if taken is not None:  # e.g. an answer sent with the same id
+            return Conflict(
+                f"client_id {incoming.client_id!r} was already used in this conversation for "
+                f"another message ({taken.id}); a new message needs a new client_id",
+                code="client_id_reused",
+            )
         return error or RuntimeError(f"trigger {incoming.idempotency_key!r} has no message")
 
     def _apply(self, effects: _Effects) -> None:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from nightowl.harness.transcript import Entry, outside_texts
+from nightowl.safety.data_flow import FlowContext, carried, flow_context
 from nightowl.safety.destinations import destinations, secret_hold
-from nightowl.safety.named_hosts import destination, from_owner, owner_hosts
+from nightowl.safety.named_hosts import is_blank, opens_locally, request_urls, unclear_host
 from nightowl.safety.shell_rules import read_only
 
 REVIEWED_EFFECTS = ("write", "send", "spend")
@@ -70,15 +71,16 @@ def needs_review(tool: str, effect: str) -> bool:
     return effect in REVIEWED_EFFECTS or tool in SHELL_TOOLS
 
 
-def gated(tool: str, effect: str, arguments: dict[str, Any]) -> bool:
+def gated(tool: str, effect: str, arguments: dict[str, Any], *, connector: bool = False) -> bool:
     """Whether the gate looks at this call at all (other reads that use no secret pass
-    straight, without a step)."""
+    straight, without a step); a `connector`'s tool is looked at when it takes a URL."""
     return (
         needs_review(tool, effect)
         or effect in ("send", "spend")
         or tool in ROUTINE_TOOLS
         or tool in WORKAROUND_TOOLS  # checked against the connectors that failed
         or bool(secret_names(arguments))
+        or (connector and bool(request_urls(tool, arguments, connector=True)))
     )
 
 
@@ -162,6 +164,8 @@ def hold_for(
     takes_secrets: bool = True,
     bindings: Mapping[str, Sequence[str]] | None = None,
     egress: bool = True,
+    flow: FlowContext | None = None,
+    connector: bool = False,
 ) -> Hold:
     """The rule-based part of the gate: what needs approval regardless of the model (or of a
     reviewer that allows everything).
@@ -170,7 +174,9 @@ def hold_for(
     `overwrites`: the call would replace a file the agent did not make in this turn;
     `takes_secrets`: the tool substitutes secrets (any other refuses a reference, so nothing
     can leak through it); `bindings`: each secret's allowed hosts; `egress`: the computer can
-    reach the network (its shell and desktop then can send a secret anywhere)."""
+    reach the network (its shell and desktop then can send a secret anywhere); `flow`: the
+    turn's private texts and earlier requests (from the history alone by default);
+    `connector`: a connector's tool (any URL argument is a request)."""
     reasons = []
     if effect in ("send", "spend") and not owner_requests(history):
         reasons.append("nobody asked for outreach: the owner did not ask for this here")
@@ -182,7 +188,9 @@ def hold_for(
             reasons.append(reason)
     outside = outside_texts(history) if outside is None else outside
     if outside:  # tainted
-        reasons += _irreversible(tool, arguments, history, overwrites)
+        context = flow if flow is not None else flow_context(history, outside=outside)
+        reasons += _requests(tool, arguments, context, connector=connector, egress=egress)
+        reasons += _irreversible(tool, arguments, overwrites)
         if tool in MEMORY_WRITES and traced_arguments(arguments, outside):
             reasons.append(f"it would keep text from outside in memory for later, {TAINTED}")
         if effect in ("send", "spend"):
@@ -199,16 +207,31 @@ def hold_for(
 TAINTED = "in a turn that read content not from the owner"
 
 
-def _irreversible(
-    tool: str, arguments: dict[str, Any], history: Sequence[Entry], overwrites: bool
+def _requests(
+    tool: str, arguments: dict[str, Any], flow: FlowContext, *, connector: bool, egress: bool
 ) -> list[str]:
+    """In a tainted turn: a request whose URL would carry private text (the first one), or
+    one that cannot be read plainly (a `file:` page too, when the computer can reach the
+    network: a page the agent wrote can load an outside URL with private text in it)."""
+    for url in request_urls(tool, arguments, connector=connector, egress=egress):
+        if is_blank(url):  # the browser's empty page: nothing leaves
+            continue
+        if not egress and opens_locally(url):
+            continue  # a page in a computer with no network can load nothing from outside
+        unclear = unclear_host(url)
+        if unclear:
+            return [f"the request to {url} cannot be judged: {unclear}, {TAINTED}"]
+        found = carried(url, flow)
+        if found is not None:
+            return [f"{found.describe()}, {TAINTED}"]
+    return []
+
+
+def _irreversible(tool: str, arguments: dict[str, Any], overwrites: bool) -> list[str]:
     """In a tainted turn: what outside text could have asked for and cannot be undone —
-    a request to a destination the owner did not name, a shell command that is not a plain
-    read, a browser or desktop action that may submit, a file replaced."""
+    a shell command that is not a plain read, a browser or desktop action that may submit,
+    a file replaced."""
     reasons = []
-    host = destination(tool, arguments)
-    if host and not from_owner(host, owner_hosts(history)):
-        reasons.append(f"it sends a request to {host}, which the owner did not name, {TAINTED}")
     if tool in SHELL_TOOLS and not read_only(str(arguments.get("command", ""))):
         reasons.append(
             f"a shell command that may change or delete files, stop processes or reach the "

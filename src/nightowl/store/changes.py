@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import psycopg
@@ -37,6 +37,20 @@ class Change:
     seq: int
     # message | notify (an important message) | activity | read (the owner read up to seq)
     kind: str = "message"
+    # Push deliveries were planned with it (store/push.py): the push sender looks at once.
+    pushed: bool = False
+
+
+def _parsed(payload: str) -> Change | None:
+    """A change announced by another process, from the fields this version knows (a newer
+    server in a mixed-version deploy may add some); None when it cannot be read."""
+    try:
+        data = json.loads(payload)
+        known = {f.name for f in fields(Change)}
+        return Change(**{k: v for k, v in data.items() if k in known})
+    except (TypeError, ValueError, AttributeError):
+        log.warning("change feed: an announcement it cannot read was skipped: %.200s", payload)
+        return None
 
 
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
@@ -178,7 +192,9 @@ class ChangeFeed:
                                 for wake in self.on_dispatch:
                                     wake()
                             else:
-                                self.publish(Change(**json.loads(note.payload)))
+                                change = _parsed(note.payload)
+                                if change is not None:
+                                    self.publish(change)
             except psycopg.Error:
                 log.warning("change feed lost its PostgreSQL connection; reconnecting")
                 self._stop.wait(0.5)

@@ -51,6 +51,9 @@ class MessageInfo:
     turn_id: str | None
     created_at: datetime
     meta: dict[str, Any]
+    # The server's own key for it (outbox, notices, helpers, channel answers): never a
+    # client's id, and not shown to clients.
+    server_key: str | None = None
 
 
 _MESSAGE_FIELDS = tuple(MessageInfo.__dataclass_fields__)
@@ -86,6 +89,7 @@ def message_info(row: Message) -> MessageInfo:
         turn_id=row.turn_id,
         created_at=row.created_at,
         meta=dict(row.meta or {}),
+        server_key=row.server_key,
     )
 
 
@@ -164,6 +168,14 @@ def find_by_client_id(session: Session, conversation_id: str, client_id: str) ->
     return None if row is None else message_info(row)
 
 
+def find_by_server_key(session: Session, conversation_id: str, key: str) -> MessageInfo | None:
+    """The message the server already stored under this key, if any."""
+    row = session.scalar(
+        select(Message).where(Message.conversation_id == conversation_id, Message.server_key == key)
+    )
+    return None if row is None else message_info(row)
+
+
 _BUMP_SEQ = (
     update(Conversation)
     .where(Conversation.id == bindparam("conversation_id"))
@@ -185,6 +197,7 @@ class NewMessage:
     turn_id: str | None = None
     meta: dict[str, Any] | None = None
     message_id: str | None = None
+    server_key: str | None = None
 
 
 def append_messages(
@@ -213,7 +226,7 @@ def append_messages(
     connection.execute(_INSERT_MESSAGE, [message.__dict__ for message in messages])
     # Whatever deserves a push gets its deliveries in this transaction (store/push.py). The
     # many-conversations path below carries only arrivals (router batches), never pushed.
-    plan_pushes(session, owner_id, messages)
+    pushed = plan_pushes(session, owner_id, messages)
     record_change(
         session,
         Change(
@@ -221,6 +234,7 @@ def append_messages(
             owner_id=owner_id,
             seq=last_seq,
             kind="notify" if _important(new) else "message",
+            pushed=pushed,
         ),
     )
     return messages
@@ -232,6 +246,8 @@ def _validate(new: list[NewMessage]) -> None:
             raise Invalid(f"role must be one of {', '.join(ROLES)}, not {item.role!r}")
         if item.trust not in TRUST_LEVELS:
             raise Invalid(f"trust must be one of {', '.join(TRUST_LEVELS)}, not {item.trust!r}")
+        if item.client_id is not None and item.server_key is not None:
+            raise Invalid("a message is keyed by its client's id or by the server, not both")
 
 
 def _important(new: list[NewMessage]) -> bool:
@@ -256,6 +272,7 @@ def _messages(
             turn_id=item.turn_id,
             created_at=now,
             meta=item.meta or {},
+            server_key=item.server_key,
         )
         for n, item in enumerate(new)
     ]
@@ -332,9 +349,13 @@ def append_message(
     turn_id: str | None = None,
     meta: dict[str, Any] | None = None,
     message_id: str | None = None,
+    server_key: str | None = None,
 ) -> MessageInfo:
-    """Add one message at the conversation's next `seq` (see `append_messages`)."""
-    item = NewMessage(role, body, trust, author_id, client_id, turn_id, meta, message_id)
+    """Add one message at the conversation's next `seq` (see `append_messages`): `client_id`
+    is a client's id for it, `server_key` the server's own key (never both)."""
+    item = NewMessage(
+        role, body, trust, author_id, client_id, turn_id, meta, message_id, server_key
+    )
     return append_messages(session, conversation_id, [item])[0]
 
 

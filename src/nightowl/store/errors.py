@@ -14,4 +14,9 @@ class Invalid(StoreError):
 
 
 class Conflict(StoreError):
-    """The request is valid but the thing is no longer in a state that allows it."""
+    """The request is valid but the thing is no longer in a state that allows it. `code` names
+    the kind for clients (the API's error code)."""
+
+    def __init__(self, message: str, code: str = "conflict") -> None:
+        super().__init__(message)
+        self.code = code

@@ -155,7 +155,7 @@ def start_helper(
         role="user",
         body=f"{task}\n\n({_workplace(row)})",
         trust=trust,
-        client_id=f"task:{row.run_id}",
+        server_key=f"task:{row.run_id}",
     )
     return _info(row)
 
@@ -305,7 +305,7 @@ def add_guidance(session: Session, helper: HelperInfo, text: str, trust: str, ke
     if not text:
         raise Invalid("the message is empty; write what the helper should know")
     append_message(
-        session, helper.conversation_id, role="user", body=text, trust=trust, client_id=key
+        session, helper.conversation_id, role="user", body=text, trust=trust, server_key=key
     )
 
 

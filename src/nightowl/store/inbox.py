@@ -88,7 +88,7 @@ def _unread_notices(
     from_helper = select(Trigger.message_id).where(
         Trigger.source == "helper", Trigger.message_id == Message.id
     )
-    keyed = or_(*(Message.client_id.startswith(prefix) for prefix in NOTICE_PREFIXES))
+    keyed = or_(*(Message.server_key.startswith(prefix) for prefix in NOTICE_PREFIXES))
     query = (
         select(Message, Conversation.title, from_helper.exists())
         .join(Conversation, Conversation.id == Message.conversation_id)
@@ -97,7 +97,7 @@ def _unread_notices(
             Conversation.kind != "helper",
             Message.role == "notice",
             Message.seq > Conversation.read_seq,
-            or_(keyed, and_(Message.client_id.is_(None), from_helper.exists())),
+            or_(keyed, and_(Message.server_key.is_(None), from_helper.exists())),
         )
     )
     if conversation_id is not None:
@@ -125,7 +125,7 @@ def inbox_items(
             items.append(InboxItem(kind, message_info(row), title, deadline))
     if wanted & set(NOTICE_KINDS):
         for row, title, from_helper in _unread_notices(session, user_id, conversation_id):
-            kind = "helper_report" if from_helper else notice_kind(row.client_id)
+            kind = "helper_report" if from_helper else notice_kind(row.server_key)
             if kind in wanted:
                 items.append(InboxItem(kind, message_info(row), title, None))
     later = [i for i in items if i.deadline is None]

@@ -57,6 +57,17 @@ def upgrade(database: Database, revision: str = "head") -> None:
         command.upgrade(config, revision)
 
 
+def downgrade(database: Database, revision: str) -> None:
+    """Take the store's schema back to `revision` (tests of a migration; an operator's way
+    back before running older code)."""
+    from alembic import command
+
+    config = _config()
+    with database.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
+
+
 def revision_status(database: Database) -> tuple[str | None, str]:
     """The store's current revision and the newest one this code knows."""
     from alembic.runtime.migration import MigrationContext

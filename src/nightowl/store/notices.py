@@ -12,9 +12,9 @@ NOTICE_PREFIXES = {
 }
 
 
-def notice_kind(client_id: str | None) -> str | None:
+def notice_kind(server_key: str | None) -> str | None:
     """failed_turn | stopped_turn | budget_stop for a turn's notice, else None."""
     for prefix, kind in NOTICE_PREFIXES.items():
-        if client_id and client_id.startswith(prefix):
+        if server_key and server_key.startswith(prefix):
             return kind
     return None

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from nightowl.store.conversations import MessageInfo, append_message, find_by_client_id
+from nightowl.store.conversations import MessageInfo, append_message, find_by_server_key
 from nightowl.store.helpers import surface_of
 
 
@@ -29,7 +29,7 @@ def deliver_to_user(
         meta = {**(meta or {}), "helper_conversation": conversation_id}
         body = f"**A helper asks** (working on this conversation's behalf):\n\n{body}"
         conversation_id = surface
-    existing = find_by_client_id(session, conversation_id, key)
+    existing = find_by_server_key(session, conversation_id, key)
     if existing is not None:
         return existing
     return append_message(
@@ -38,7 +38,7 @@ def deliver_to_user(
         role=role,
         body=body,
         trust="agent",
-        client_id=key,
+        server_key=key,
         turn_id=turn_id,
         meta=meta,
     )

@@ -72,7 +72,7 @@ class DuePush:
     kind: str  # approval | question | draft | failed_turn | update
 
 
-def push_reason(role: str, client_id: str | None, meta: dict[str, Any]) -> str | None:
+def push_reason(role: str, server_key: str | None, meta: dict[str, Any]) -> str | None:
     """Why a new message deserves a push: `deadline` (goes through quiet hours), `update`
     (an important message, a failed turn), or None (most messages: never pushed)."""
     controls = meta.get("controls") or {}
@@ -80,23 +80,23 @@ def push_reason(role: str, client_id: str | None, meta: dict[str, Any]) -> str |
         return "deadline"
     if role == "agent" and meta.get("important"):
         return "update"
-    if role == "notice" and notice_kind(client_id) == "failed_turn":
+    if role == "notice" and notice_kind(server_key) == "failed_turn":
         return "update"
     return None
 
 
-def plan_pushes(session: Session, owner_id: str, messages: list[Any]) -> None:
+def plan_pushes(session: Session, owner_id: str, messages: list[Any]) -> bool:
     """Record a delivery per device of `owner_id` for each message that deserves a push (in the
-    caller's transaction: the message and its pushes commit together)."""
-    worthy = [(m, push_reason(m.role, m.client_id, m.meta or {})) for m in messages]
+    caller's transaction: the message and its pushes commit together); whether any was."""
+    worthy = [(m, push_reason(m.role, m.server_key, m.meta or {})) for m in messages]
     worthy = [(m, reason) for m, reason in worthy if reason is not None]
     if not worthy:
-        return
+        return False
     devices = session.execute(
         select(PushSubscription.id).where(PushSubscription.user_id == owner_id)
     ).all()
     if not devices:
-        return
+        return False
     now = utcnow()
     session.execute(
         insert(PushDelivery),
@@ -116,6 +116,7 @@ def plan_pushes(session: Session, owner_id: str, messages: list[Any]) -> None:
             for device in devices
         ],
     )
+    return True
 
 
 def _subscription(row: PushSubscription) -> SubscriptionInfo:
@@ -259,7 +260,7 @@ def _kind(message: Message) -> str:
         return "draft"
     if controls:
         return "question"
-    return notice_kind(message.client_id) or "update"
+    return notice_kind(message.server_key) or "update"
 
 
 def mark_sent(session: Session, key: str, subscription_id: str) -> None:

@@ -19,6 +19,7 @@ from nightowl.store.conversations import (
     MessageInfo,
     append_message,
     find_by_client_id,
+    find_by_server_key,
     message_info,
 )
 from nightowl.store.errors import Conflict, Invalid, NotFound
@@ -74,6 +75,16 @@ def validate_answer(controls: dict[str, Any], answer: dict[str, Any]) -> dict[st
     raise Invalid("this message asks nothing; only messages with buttons or a draft take answers")
 
 
+def _same_answer(session: Session, question_id: str, stored: Any, answer: dict[str, Any]) -> bool:
+    """Whether `answer` is the one stored (a retry), in the form the question stores it."""
+    question = session.get(Message, question_id)
+    controls = controls_of(question.meta or {}) if question is not None else {}
+    try:
+        return bool(validate_answer(controls, answer) == stored)
+    except Invalid:
+        return False
+
+
 def _answer_text(answer: dict[str, Any]) -> str:
     if "label" in answer:
         return str(answer["label"])
@@ -88,15 +99,31 @@ def answer_question(
     question_id: str,
     *,
     answer: dict[str, Any],
-    client_id: str,
+    client_id: str | None = None,
+    server_key: str | None = None,
     author_id: str,
 ) -> Answered:
-    """Store the owner's answer to an open question (a retried `client_id` returns the first)."""
+    """Store the owner's answer to an open question, keyed by the client's id (the API) or by
+    the server's (a channel event): a retried key returns the first answer; the same key
+    with another answer, or used for another message, is a conflict."""
+    if (client_id is None) == (server_key is None):
+        raise Invalid("an answer is keyed by its client's id or by the server's key")
     lock_conversation(session, conversation_id)
-    earlier = find_by_client_id(session, conversation_id, client_id)
+    if client_id is not None:
+        earlier = find_by_client_id(session, conversation_id, client_id)
+        named = f"client_id {client_id!r}"
+    else:
+        earlier = find_by_server_key(session, conversation_id, server_key or "")
+        named = f"the key {server_key!r}"
     if earlier is not None:
         if earlier.meta.get("answer_to") != question_id:
-            raise Conflict(f"client_id {client_id!r} was already used for another message")
+            raise Conflict(f"{named} was already used for another message", code="client_id_reused")
+        if not _same_answer(session, question_id, earlier.meta.get("answer"), answer):
+            raise Conflict(
+                f"{named} was already used for a different answer to this question; "
+                "a retry sends the same answer, a new answer needs a new id",
+                code="client_id_reused",
+            )
         return Answered(earlier, earlier.turn_id or "", duplicate=True)
     question = session.get(Message, question_id)
     if question is None or question.conversation_id != conversation_id:
@@ -121,6 +148,7 @@ def answer_question(
         trust="owner",
         author_id=author_id,
         client_id=client_id,
+        server_key=server_key,
         turn_id=turn.id,  # taken by the waiting turn, never by a new one
         meta={"answer_to": question_id, "answer": stored},
     )

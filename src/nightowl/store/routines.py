@@ -4,16 +4,21 @@ one proposed in a turn that read outside text fires as untrusted (approval does 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from nightowl.harness.done_when import DoneWhen
+from nightowl.harness.firings import CATCH_UP, Firing, due_times
+from nightowl.harness.watches import Watch
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import keyed_id, new_id
+from nightowl.store.routine_firings import claim
 from nightowl.store.tables import Conversation, Routine, User, utcnow
+from nightowl.store.webhooks import owned_hook
 
 STATUSES = ("pending_approval", "active", "paused")
 
@@ -34,6 +39,10 @@ class RoutineInfo:
     created_at: datetime
     last_fired_at: datetime | None
     trust: str = "owner"
+    catch_up: str = "latest"  # latest | all | none: see harness/firings.py
+    accounted_until: datetime | None = None  # the newest due time with an outcome
+    watch: Watch | None = None  # checked without the model before each firing
+    done_when: DoneWhen | None = None  # checked when a run's turn ends
 
 
 def _info(row: Routine) -> RoutineInfo:
@@ -50,6 +59,10 @@ def _info(row: Routine) -> RoutineInfo:
         row.created_at,
         row.last_fired_at,
         row.trust,
+        row.catch_up,
+        row.accounted_until,
+        Watch.model_validate(row.watch) if row.watch else None,
+        DoneWhen.model_validate(row.done_when) if row.done_when else None,
     )
 
 
@@ -81,6 +94,9 @@ def create_routine(
     created_by: str,
     key: str | None = None,
     trust: str = "owner",
+    catch_up: str = "latest",
+    watch: Watch | None = None,
+    done_when: DoneWhen | None = None,
 ) -> RoutineInfo:
     """Store a routine: active when a person (owner or member) made it, pending approval when
     the agent did; its firings carry `trust` (`untrusted` for one the agent proposed in a turn
@@ -91,9 +107,16 @@ def create_routine(
         raise Invalid("a routine needs a name of 1 to 200 characters")
     if not prompt.strip() or len(prompt) > 8_000:
         raise Invalid("a routine needs a prompt of 1 to 8,000 characters")
+    if catch_up not in CATCH_UP:
+        raise Invalid(
+            f"catch_up must be one of {', '.join(CATCH_UP)} (what happens to due times missed "
+            f"while the server was down), not {catch_up!r}"
+        )
     conversation = session.get(Conversation, conversation_id)
     if conversation is None or conversation.owner_id != owner_id:
         raise NotFound(f"no conversation {conversation_id!r}")
+    if watch is not None and watch.kind == "webhook":
+        owned_hook(session, owner_id, watch.target)  # only the owner's own hooks
     routine_id = new_id("rtn") if key is None else keyed_id("rtn", key)
     if key is not None and (existing := session.get(Routine, routine_id)) is not None:
         return _info(existing)
@@ -108,6 +131,9 @@ def create_routine(
         status="pending_approval" if created_by == "agent" else "active",
         created_by=created_by,
         trust=trust,
+        catch_up=catch_up,
+        watch=watch.model_dump() if watch is not None else None,
+        done_when=done_when.model_dump(exclude_none=True) if done_when is not None else None,
     )
     session.add(row)
     session.flush()
@@ -139,12 +165,28 @@ def list_routines(session: Session, owner_id: str | None = None) -> list[Routine
     return [_info(row) for row in session.scalars(query)]
 
 
-def set_status(session: Session, routine_id: str, owner_id: str, status: str) -> RoutineInfo:
-    """Approve (→ active), pause or resume a routine."""
+def set_status(
+    session: Session, routine_id: str, owner_id: str, status: str, now: datetime | None = None
+) -> RoutineInfo:
+    """Approve (→ active), pause or resume a routine. Becoming active starts its accounting
+    now: due times before an approval were never due, and those of a pause are recorded as
+    `skipped: paused` (never caught up)."""
     current = get_routine(session, routine_id, owner_id)
     if status == "paused" and current.status == "pending_approval":
         raise Invalid("this routine was never approved; approve or delete it")
-    session.execute(update(Routine).where(Routine.id == routine_id).values(status=status))
+    now = now or utcnow()
+    if status == "active" and current.status == "paused":
+        start = current.accounted_until or current.created_at
+        paused = due_times(current.cron, current.timezone, start, now)
+        skipped = [Firing(due, "skipped", "paused") for due in paused.listed]
+        if paused.older:
+            first = paused.listed[0] - timedelta(microseconds=1)
+            skipped.insert(0, Firing(first, "skipped", f"paused ({paused.older:,} more)"))
+        claim(session, routine_id, skipped)
+    values: dict[str, object] = {"status": status}
+    if status == "active" and current.status != "active":
+        values["accounted_until"] = now
+    session.execute(update(Routine).where(Routine.id == routine_id).values(**values))
     return get_routine(session, routine_id)
 
 
@@ -159,3 +201,13 @@ def delete_routine(session: Session, routine_id: str, owner_id: str) -> None:
 def record_fired(session: Session, routine_id: str) -> None:
     """Note when the routine last woke its conversation."""
     session.execute(update(Routine).where(Routine.id == routine_id).values(last_fired_at=utcnow()))
+
+
+def watch_state_of(session: Session, routine_id: str) -> str | None:
+    """What the routine's watch saw at its last check (None before the first)."""
+    return session.scalar(select(Routine.watch_state).where(Routine.id == routine_id))
+
+
+def remember_watch(session: Session, routine_id: str, state: str) -> None:
+    """Keep what the routine's watch saw, for the next check."""
+    session.execute(update(Routine).where(Routine.id == routine_id).values(watch_state=state))

@@ -108,6 +108,7 @@ class Message(Base):
     __table_args__ = (
         UniqueConstraint("conversation_id", "seq", name="uq_message_seq"),
         UniqueConstraint("conversation_id", "client_id", name="uq_message_client_id"),
+        Index("uq_message_server_key", "conversation_id", "server_key", unique=True),
         Index("ix_messages_unclaimed", "conversation_id", "turn_id"),
         Index("ix_messages_created", "created_at"),
     )
@@ -117,7 +118,12 @@ class Message(Base):
     author_id: Mapped[str | None] = mapped_column(String(64), default=None)
     role: Mapped[str] = mapped_column(String(16))  # user | agent | notice
     body: Mapped[str] = mapped_column(Text)
+    # Two namespaces, so neither can take the other's key: `client_id` is what a client sent
+    # (the API's idempotency id), `server_key` what the server made (the outbox's
+    # `out:turn:call`, a notice's `guard:turn`, a helper's `task:run`, a channel event's
+    # `channel:event`).
     client_id: Mapped[str | None] = mapped_column(String(200), default=None)
+    server_key: Mapped[str | None] = mapped_column(String(300), default=None)
     trust: Mapped[str] = mapped_column(String(16))  # owner | member | untrusted
     # For a user message: the turn that took it (NULL until one does).
     # For an agent message: the turn that sent it.
@@ -340,6 +346,33 @@ class Routine(Base):
     trust: Mapped[str] = mapped_column(String(16), default="owner")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_fired_at: Mapped[datetime | None] = mapped_column(default=None)
+    # What happens to due times that passed while it could not run: latest | all | none
+    # (harness/firings.py), and the newest due time that has an outcome.
+    catch_up: Mapped[str] = mapped_column(String(8), default="latest", server_default="latest")
+    accounted_until: Mapped[datetime | None] = mapped_column(default=None)
+    # A check that runs without the model before each firing (harness/watches.py: kind and
+    # target), and what it saw last (None until its first check).
+    watch: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    watch_state: Mapped[str | None] = mapped_column(Text, default=None)
+    # What done means for a run (harness/done_when.py), checked when the run's turn ends.
+    done_when: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+
+
+class RoutineFiring(Base):
+    """One due time of a routine and its outcome: pending (being run), ran, skipped, failed."""
+
+    __tablename__ = "routine_firings"
+    __table_args__ = (UniqueConstraint("routine_id", "due_at", name="uq_routine_firing_due"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    routine_id: Mapped[str] = mapped_column(ForeignKey("routines.id", ondelete="CASCADE"))
+    due_at: Mapped[datetime] = mapped_column()
+    outcome: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    # A `latest` catch-up: how many missed due times it stands for; `late`: fired after its time.
+    missed: Mapped[int] = mapped_column(Integer, default=0)
+    late: Mapped[bool] = mapped_column(default=False)
+    message_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    recorded_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Computer(Base):

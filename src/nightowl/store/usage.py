@@ -161,16 +161,30 @@ def spending_today(session: Session, turn_id: str, midnight: datetime) -> Spendi
     turn = session.get(Turn, turn_id)
     if turn is None:
         return Spending()
+    return _spending(session, turn.conversation_id, turn.routine_id, midnight)
+
+
+def routine_spending_today(
+    session: Session, routine_id: str, conversation_id: str, midnight: datetime
+) -> Spending:
+    """What a routine, its conversation and its owner spent since midnight (before a firing
+    starts a turn)."""
+    return _spending(session, conversation_id, routine_id, midnight)
+
+
+def _spending(
+    session: Session, conversation_id: str, routine_id: str | None, midnight: datetime
+) -> Spending:
     routine_usd, routine_name = None, ""
-    if turn.routine_id is not None:
-        routine_usd = spent_since(session, midnight, routine_id=turn.routine_id)
-        routine = session.get(Routine, turn.routine_id)
-        routine_name = routine.name if routine is not None else turn.routine_id
+    if routine_id is not None:
+        routine_usd = spent_since(session, midnight, routine_id=routine_id)
+        routine = session.get(Routine, routine_id)
+        routine_name = routine.name if routine is not None else routine_id
     # The conversation's tokens and dollars, and those of every conversation of its owner (a
     # member cannot spend without bound by opening new ones), in one pass over today's calls:
     # every model call checks them.
     tokens, dollars, user_tokens, user_dollars = session.execute(
-        _TODAY, {"conversation_id": turn.conversation_id, "midnight": midnight}
+        _TODAY, {"conversation_id": conversation_id, "midnight": midnight}
     ).one()
     return Spending(
         tokens=int(tokens or 0),

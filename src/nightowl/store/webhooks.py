@@ -6,14 +6,14 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from nightowl.store.conversations import create_conversation
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
-from nightowl.store.tables import Webhook, WebhookSignature, utcnow
+from nightowl.store.tables import Trigger, Webhook, WebhookSignature, utcnow
 
 
 @dataclass(frozen=True)
@@ -100,3 +100,26 @@ def remember_signature(
         )
     )
     return str(first)
+
+
+def deliveries_of(session: Session, hook_id: str) -> tuple[int, str]:
+    """How many deliveries a webhook has had (as long as their triggers are kept), and the
+    key of the newest ('' when none)."""
+    keys = Trigger.idempotency_key.startswith(f"{hook_id}:", autoescape=True)
+    mine = (Trigger.source == "webhook", keys)
+    count = session.scalar(select(func.count()).select_from(Trigger).where(*mine)) or 0
+    newest = session.scalars(
+        select(Trigger.idempotency_key)
+        .where(*mine)
+        .order_by(Trigger.received_at.desc(), Trigger.idempotency_key.desc())
+        .limit(1)
+    ).first()
+    return int(count), newest or ""
+
+
+def owned_hook(session: Session, owner_id: str, hook_id: str) -> WebhookInfo:
+    """The owner's webhook; NotFound when there is none by that id."""
+    row = session.get(Webhook, hook_id)
+    if row is None or row.owner_id != owner_id:
+        raise NotFound(f"no webhook {hook_id!r}; list yours with `nightowl hooks list`")
+    return _info(row)

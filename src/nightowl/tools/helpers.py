@@ -210,10 +210,13 @@ class ReportArgs(BaseModel):
         min_length=1,
         max_length=MAX_REPORT_CHARS,
         description=f"What you found or did, at most {MAX_REPORT_CHARS:,} characters: short "
-        "by design. Put long results in files and name them.",
+        "by design. Quote a short result exactly as you saw it; put long results in files "
+        "and name them.",
     )
     files: list[str] = Field(
-        default_factory=list, max_length=10, description="Files to hand back (paths in ~)."
+        default_factory=list,
+        max_length=10,
+        description="Files you wrote that hold long results (paths in ~); usually none.",
     )
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from nightowl.harness.done_when import DoneWhen
+from nightowl.harness.watches import Watch
 from nightowl.safety.provenance import written_trust
 from nightowl.store.errors import StoreError
 from nightowl.store.outbox import deliver_to_user
@@ -20,6 +23,23 @@ class CreateRoutineArgs(BaseModel):
     prompt: str = Field(min_length=1, max_length=8_000, description="What to do each time.")
     cron: str = Field(description="Five-field cron, e.g. '0 8 * * 1-5' (weekdays 8:00).")
     timezone: str = Field(default="UTC", description="IANA zone, e.g. 'Europe/Berlin'.")
+    catch_up: Literal["latest", "all", "none"] = Field(
+        default="latest",
+        description="Times missed while the server was down: one run for all (latest), each "
+        "(all), or none.",
+    )
+    watch: Watch | None = Field(
+        default=None,
+        description="Optional check made without the model before each run; the run is "
+        "skipped when nothing changed. kind url (target: an http(s) URL), file (a path in "
+        "your home) or webhook (a webhook id).",
+    )
+    done_when: DoneWhen | None = Field(
+        default=None,
+        description="Optional: what done means for a run, checked when it ends: kind sent "
+        "(it sent the owner a message) or file (with path: it wrote that file in your home). "
+        "A run without it is recorded as not done, and the next run is told.",
+    )
 
 
 async def _create_routine(args: CreateRoutineArgs, ctx: ToolContext) -> ToolResult:
@@ -33,6 +53,9 @@ async def _create_routine(args: CreateRoutineArgs, ctx: ToolContext) -> ToolResu
                 prompt=args.prompt,
                 cron=args.cron,
                 timezone=args.timezone,
+                catch_up=args.catch_up,
+                watch=args.watch,
+                done_when=args.done_when,
                 created_by="agent",
                 key=f"{ctx.turn_id}:{ctx.call_id}",
                 # Proposed in a turn that read outside text: it fires as outside text.
@@ -45,7 +68,19 @@ async def _create_routine(args: CreateRoutineArgs, ctx: ToolContext) -> ToolResu
                 body=(
                     f"I'd like to run the routine **{routine.name}** on `{routine.cron}` "
                     f"({routine.timezone}): {routine.prompt}\n\n"
-                    f"It stays off until you approve it (`nightowl routines approve {routine.id}`)."
+                    + (
+                        f"Before each run it checks {routine.watch.describe()} (without the "
+                        "model) and runs only when that changed.\n\n"
+                        if routine.watch is not None
+                        else ""
+                    )
+                    + (
+                        f"A run counts as done when {routine.done_when.describe()}.\n\n"
+                        if routine.done_when is not None
+                        else ""
+                    )
+                    + "It stays off until you approve it "
+                    + f"(`nightowl routines approve {routine.id}`)."
                     + (
                         "\n\nI proposed it after reading content not from you, so it will "
                         "run as outside content: its prompt is treated as data, and risky "
