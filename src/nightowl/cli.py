@@ -410,6 +410,7 @@ def _routines(args: argparse.Namespace) -> int:
             "cron": args.cron,
             "timezone": args.timezone,
             "catch_up": args.catch_up,
+            "quiet_hours": "skip" if args.skip_quiet_hours else "run",
         }
         watches = [(k, getattr(args, f"watch_{k}")) for k in ("url", "file", "webhook")]
         chosen = [(kind, target) for kind, target in watches if target]
@@ -471,6 +472,7 @@ def _routines(args: argparse.Namespace) -> int:
                 if routine.get("done_when")
                 else ""
             )
+            + ("  skips quiet hours" if routine.get("quiet_hours") == "skip" else "")
         )
     return 0
 
@@ -576,6 +578,12 @@ def parser() -> argparse.ArgumentParser:
         "--done-when-file",
         metavar="PATH",
         help="a run is done only when it wrote this file in the computer's home",
+    )
+    routines_create.add_argument(
+        "--skip-quiet-hours",
+        action="store_true",
+        help="skip the due times inside your quiet hours (default: run them; their messages "
+        "wait for the quiet hours to end)",
     )
     routines_commands.add_parser("list", help="routines, their status and firing outcomes")
     routines_firings = routines_commands.add_parser(

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.store_view import rows
+from tests.e2e.store_view import memory_passes_done, rows
 from tests.safety.helpers import deliver, do, hook, start, turn_done, wait_kinds
 from tests.server import NIGHTOWL, wait_for
 
@@ -72,6 +72,8 @@ def test_the_report_counts_actions_answers_and_spending_by_source(
             ),
             timeout=60,
         )
+        # The turns' memory passes run after them: read once they are over too.
+        wait_for(lambda: memory_passes_done(database_url), timeout=60)
 
         body = client.get("/v1/report", params={"days": 3}).json()
         today = datetime.now(UTC).date()

@@ -34,3 +34,20 @@ def forget(url: str) -> None:
         engine = _engines.pop(url, None)
     if engine is not None:
         engine.dispose()
+
+
+def calls_finished(url: str) -> bool:
+    """True when every model call the server started has finished (a call's row is written
+    when it starts and gets its tokens when it ends)."""
+    return rows(url, "SELECT count(*) FROM model_calls WHERE finished_at IS NULL") == [(0,)]
+
+
+def memory_passes_done(url: str) -> bool:
+    """True when every finished turn has had its memory pass and no model call is running:
+    the server's background work after the turns is over."""
+    missing = rows(
+        url,
+        "SELECT count(*) FROM turns t WHERE t.status = 'done' AND NOT EXISTS "
+        "(SELECT 1 FROM memory_passes p WHERE p.turn_id = t.id)",
+    )
+    return missing == [(0,)] and calls_finished(url)

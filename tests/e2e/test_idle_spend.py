@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.store_view import rows
+from tests.e2e.store_view import calls_finished, rows
 from tests.server import ServerProcess, say, wait_for, write_script
 
 pytestmark = pytest.mark.slow
@@ -56,7 +56,11 @@ def test_a_quiet_conversation_spends_no_model_tokens(tmp_path: Path, database_ur
             )
             # The turn, its memory pass and, once quiet, the compaction: each once.
             wait_for(
-                lambda: any(t.startswith("compaction:") for t, _, _ in _calls(url)), timeout=90
+                lambda: (
+                    any(t.startswith("compaction:") for t, _, _ in _calls(url))
+                    and calls_finished(url)
+                ),
+                timeout=90,
             )
             settled = _calls(url)
             assert any(step == -2 for _, step, _ in settled), settled  # the memory pass ran

@@ -17,6 +17,7 @@ from nightowl.router.router import Router
 from nightowl.store.conversations import create_conversation, messages_after
 from nightowl.store.database import Database
 from nightowl.store.errors import Invalid, StoreError
+from nightowl.store.push import Settings, save_settings
 from nightowl.store.routine_firings import LEASE_S, claim, firings_of, outcome_counts
 from nightowl.store.routines import create_routine, get_routine, set_status
 from nightowl.store.tables import Routine, RoutineFiring, Turn, utcnow
@@ -36,7 +37,9 @@ class Clock:
         return self.now
 
 
-def _routine(database: Database, catch_up: str = "latest", cron: str = HOURLY) -> str:
+def _routine(
+    database: Database, catch_up: str = "latest", cron: str = HOURLY, quiet_hours: str = "run"
+) -> str:
     with database.write() as session:
         owner = ensure_owner(session)
         conversation = create_conversation(session, owner.id)
@@ -50,6 +53,7 @@ def _routine(database: Database, catch_up: str = "latest", cron: str = HOURLY) -
             timezone="UTC",
             created_by="owner",
             catch_up=catch_up,
+            quiet_hours=quiet_hours,
         )
         session.execute(
             update(Routine)
@@ -312,3 +316,54 @@ def test_a_routine_over_its_budget_skips_its_due_times_until_the_day_is_over(
     with database.read() as session:
         counts = outcome_counts(session, [routine_id])[routine_id]
     assert counts["ran"] == 2 and counts["skipped"] >= 2
+
+
+def _quiet(database: Database, start: str, end: str, timezone: str = "UTC") -> None:
+    with database.write() as session:
+        owner = ensure_owner(session)
+        save_settings(session, owner.id, Settings(start, end, timezone))
+
+
+def test_a_routine_that_skips_quiet_hours_records_those_due_times_skipped(
+    database: Database,
+) -> None:
+    # Quiet from 22:00 to 10:30 in Berlin (21:00 to 09:30 UTC in December).
+    _quiet(database, "22:00", "10:30", "Europe/Berlin")
+    skipping = _routine(database, quiet_hours="skip")
+    running = _routine(database)  # the default: it runs, its messages wait like any push
+    clock = Clock(T0 + timedelta(minutes=30, seconds=1))  # 10:00:01 UTC, 11:00 in Berlin
+    firings = _firings(database, clock)
+    ten = datetime(2026, 12, 5, 10, 0, tzinfo=UTC)
+    assert firings.fire_due(skipping, ten) == 1  # outside quiet hours: it runs
+    clock.now = datetime(2026, 12, 5, 22, 0, 1, tzinfo=UTC)  # 23:00 in Berlin: quiet
+    ten_pm = datetime(2026, 12, 5, 22, 0, tzinfo=UTC)
+    with database.write() as session:  # the hours between, accounted as run
+        session.execute(
+            update(Routine)
+            .where(Routine.id.in_([skipping, running]))
+            .values(accounted_until=ten_pm - timedelta(hours=1))
+        )
+    assert firings.fire_due(skipping, ten_pm) == 0
+    assert firings.fire_due(running, ten_pm) == 1
+    assert len(_messages(database, skipping)) == 1  # no message, so no turn, no model call
+    assert _outcomes(database, skipping)[-1] == (
+        "22:00",
+        "skipped",
+        "quiet hours: until 10:30 Europe/Berlin",
+        0,
+    )
+    assert _outcomes(database, running)[-1] == ("22:00", "ran", "", 0)
+    # After the quiet hours it runs again.
+    clock.now = datetime(2026, 12, 6, 10, 0, 1, tzinfo=UTC)  # 11:00 in Berlin
+    with database.write() as session:
+        session.execute(
+            update(Routine)
+            .where(Routine.id == skipping)
+            .values(accounted_until=datetime(2026, 12, 6, 9, 0, tzinfo=UTC))
+        )
+    assert firings.fire_due(skipping, datetime(2026, 12, 6, 10, 0, tzinfo=UTC)) == 1
+
+
+def test_an_unknown_quiet_hours_choice_is_refused_with_the_choices(database: Database) -> None:
+    with pytest.raises(Invalid, match="quiet_hours must be one of run, skip"):
+        _routine(database, quiet_hours="sometimes")

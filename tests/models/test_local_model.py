@@ -240,7 +240,15 @@ def test_a_helper_on_the_local_model_does_its_task_and_reports_to_its_parent(
             c=helper_conversation,
         )
         assert ran, "the helper never used its computer"
-        assert token in report, f"the report does not carry what the helper found: {report!r}"
+        seen = rows(
+            url,
+            "SELECT payload FROM transcript_entries WHERE conversation_id = :c ORDER BY id",
+            c=helper_conversation,
+        )
+        assert token in report, (
+            f"the report does not carry what the helper found ({token}): {report!r}; "
+            f"the helper's transcript: {[payload for (payload,) in seen]}"
+        )
         models = rows(
             url,
             # (steps below 0 are the safety reviewer's, which runs on the review model)

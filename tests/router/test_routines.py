@@ -116,6 +116,11 @@ def test_bad_schedules_are_refused_with_what_to_write(tmp_path: Path) -> None:
                 json={"name": "x", "prompt": "y", "cron": "0 8 * * *", "catch_up": "sometimes"},
             )
             assert bad_policy.status_code == 422 and "catch_up" in str(bad_policy.json())
+            bad_quiet = client.post(
+                "/v1/routines",
+                json={"name": "x", "prompt": "y", "cron": "0 8 * * *", "quiet_hours": "never"},
+            )
+            assert bad_quiet.status_code == 422 and "quiet_hours" in str(bad_quiet.json())
             for watch, says in [
                 ({"kind": "url", "target": "ftp://example.com/x"}, "http(s) URL with a host"),
                 ({"kind": "file", "target": "../elsewhere"}, "inside the computer's home"),
@@ -290,6 +295,7 @@ def test_a_server_down_across_three_due_times_catches_up_once_when_started(
                 json={"name": "tick", "prompt": "check the feed", "cron": "*/3 * * * * *"},
             ).json()
             assert created["catch_up"] == "latest"
+            assert created["quiet_hours"] == "run"  # runs inside quiet hours unless told
         fired = wait_for(lambda: _routine_messages(server, created["conversation_id"]), 60)
         server.kill()  # SIGKILL: the schedule's next due times pass while nothing runs
         time.sleep(10)  # at least three due times

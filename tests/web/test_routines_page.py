@@ -32,6 +32,7 @@ def test_the_owner_follows_and_manages_routines(
                 "timezone": "Europe/Berlin",
                 "watch": {"kind": "file", "target": "inbox/today.md"},
                 "done_when": {"kind": "file", "path": "reports/today.md"},
+                "quiet_hours": "skip",
             },
         ).json()
 
@@ -56,6 +57,8 @@ def test_the_owner_follows_and_manages_routines(
     expect(report).to_contain_text("0 7 * * * (Europe/Berlin)")
     expect(report).to_contain_text("watches file inbox/today.md")
     expect(report).to_contain_text("done when it writes reports/today.md")
+    expect(report).to_contain_text("skips your quiet hours")
+    expect(tick).not_to_contain_text("skips your quiet hours")
     expect(report).to_contain_text("write the <b>report</b>")  # shown as text, not markup
     expect(report.locator("b")).to_have_count(0)
 

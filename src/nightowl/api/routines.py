@@ -58,6 +58,13 @@ class NewRoutine(RequestBody):
             "recorded as `failed: not done …` and the next run is told."
         ),
     )
+    quiet_hours: Literal["run", "skip"] = Field(
+        default="run",
+        description=(
+            "A due time inside your quiet hours (push settings): run it, its messages waiting "
+            "for the quiet hours to end (run), or record it as skipped and run nothing (skip)."
+        ),
+    )
 
 
 class Outcomes(BaseModel):
@@ -86,6 +93,7 @@ class RoutineOut(BaseModel):
     catch_up: str = "latest"
     watch: Watch | None = None
     done_when: DoneWhen | None = None
+    quiet_hours: str = "run"
     outcomes: Outcomes = Outcomes()
 
     @classmethod
@@ -105,6 +113,7 @@ class RoutineOut(BaseModel):
             catch_up=info.catch_up,
             watch=info.watch,
             done_when=info.done_when,
+            quiet_hours=info.quiet_hours,
             outcomes=Outcomes(**(counts or {})),
         )
 
@@ -153,6 +162,7 @@ def make_routine(body: NewRoutine, user: CurrentUser, request: Request) -> Routi
             catch_up=body.catch_up,
             watch=body.watch,
             done_when=body.done_when,
+            quiet_hours=body.quiet_hours,
             # A member's routine is the member's: it fires with their trust, not the owner's.
             created_by="owner" if user.role == "owner" else "member",
         )

@@ -8,10 +8,11 @@ keyed by the routine and the due time, so restarts, two workers and clock jumps 
 nor double one.
 
 A routine whose budget (or its conversation's, or its owner's) is spent for the day is
-`skipped: budget: …` before anything runs. A routine with a watch checks it next, without the
-model (engine/watch_checks.py): nothing changed is `skipped: nothing changed` and no message
-at all; a change wakes the conversation with the routine's notice and, as outside text, what
-changed.
+`skipped: budget: …` before anything runs, and one that skips quiet hours (`quiet_hours:
+skip`) is `skipped: quiet hours …` when its owner's quiet hours hold at the firing. A routine
+with a watch checks it next, without the model (engine/watch_checks.py): nothing changed is
+`skipped: nothing changed` and no message at all; a change wakes the conversation with the
+routine's notice and, as outside text, what changed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from nightowl.router.priority import Priority
 from nightowl.router.router import IncomingMessage, Router
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound, StoreError
+from nightowl.store.push import quiet_until, settings_of
 from nightowl.store.routine_firings import claim, finish, left_pending, previous_firing
 from nightowl.store.routines import (
     RoutineInfo,
@@ -99,10 +101,11 @@ class RoutineFirings:
 
     def _run(self, routine: RoutineInfo, firing: Firing, trust: str) -> bool:
         due = firing.due.isoformat()
-        over = self._over_budget(routine)
-        if over is not None:  # a turn would stop at its first model call: none is started
+        # Over budget, a turn would stop at its first model call: none is started.
+        skip = self._over_budget(routine) or self._quiet(routine)
+        if skip is not None:
             with self._database.write() as session:
-                finish(session, routine.id, firing.due, "skipped", reason=over)
+                finish(session, routine.id, firing.due, "skipped", reason=skip)
             return False
         change, state = "", None
         if routine.watch is not None and self._watches is not None:
@@ -170,6 +173,18 @@ class RoutineFirings:
         with self._database.read() as session:
             spent = routine_spending_today(session, routine.id, routine.conversation_id, midnight)
         return budget_skip(self._limits, spent)
+
+    def _quiet(self, routine: RoutineInfo) -> str | None:
+        """Why a routine that skips quiet hours does not run now (its owner's quiet hours
+        hold, judged at the firing, so a late catch-up after them runs), or None."""
+        if routine.quiet_hours != "skip":
+            return None
+        with self._database.read() as session:
+            settings = settings_of(session, routine.owner_id)
+        ends = quiet_until(settings, self._clock())
+        if ends is None:
+            return None
+        return f"quiet hours: until {ends.strftime('%H:%M')} {settings.timezone}"
 
     def _failed(self, routine: RoutineInfo, firing: Firing, reason: str) -> bool:
         with self._database.write() as session:

@@ -21,6 +21,9 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 CATCH_UP = ("latest", "all", "none")
+# What a due time inside the owner's quiet hours does: `run` (its messages wait for the
+# quiet hours to end, like every push) or `skip` (recorded as `skipped: quiet hours …`).
+QUIET_HOURS = ("run", "skip")
 OUTCOMES = ("pending", "ran", "skipped", "failed")
 # A due time this much older than the firing at hand, and not fired, was missed while the
 # server ran (a stalled scheduler, a clock that jumped); younger ones may still be on their way.

@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from nightowl.harness.done_when import DoneWhen
-from nightowl.harness.firings import CATCH_UP, Firing, due_times
+from nightowl.harness.firings import CATCH_UP, QUIET_HOURS, Firing, due_times
 from nightowl.harness.watches import Watch
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import keyed_id, new_id
@@ -43,6 +43,7 @@ class RoutineInfo:
     accounted_until: datetime | None = None  # the newest due time with an outcome
     watch: Watch | None = None  # checked without the model before each firing
     done_when: DoneWhen | None = None  # checked when a run's turn ends
+    quiet_hours: str = "run"  # run | skip: inside the owner's quiet hours
 
 
 def _info(row: Routine) -> RoutineInfo:
@@ -63,6 +64,7 @@ def _info(row: Routine) -> RoutineInfo:
         row.accounted_until,
         Watch.model_validate(row.watch) if row.watch else None,
         DoneWhen.model_validate(row.done_when) if row.done_when else None,
+        row.quiet_hours,
     )
 
 
@@ -97,6 +99,7 @@ def create_routine(
     catch_up: str = "latest",
     watch: Watch | None = None,
     done_when: DoneWhen | None = None,
+    quiet_hours: str = "run",
 ) -> RoutineInfo:
     """Store a routine: active when a person (owner or member) made it, pending approval when
     the agent did; its firings carry `trust` (`untrusted` for one the agent proposed in a turn
@@ -111,6 +114,11 @@ def create_routine(
         raise Invalid(
             f"catch_up must be one of {', '.join(CATCH_UP)} (what happens to due times missed "
             f"while the server was down), not {catch_up!r}"
+        )
+    if quiet_hours not in QUIET_HOURS:
+        raise Invalid(
+            f"quiet_hours must be one of {', '.join(QUIET_HOURS)} (whether it runs inside your "
+            f"quiet hours), not {quiet_hours!r}"
         )
     conversation = session.get(Conversation, conversation_id)
     if conversation is None or conversation.owner_id != owner_id:
@@ -134,6 +142,7 @@ def create_routine(
         catch_up=catch_up,
         watch=watch.model_dump() if watch is not None else None,
         done_when=done_when.model_dump(exclude_none=True) if done_when is not None else None,
+        quiet_hours=quiet_hours,
     )
     session.add(row)
     session.flush()

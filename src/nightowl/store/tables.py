@@ -356,6 +356,8 @@ class Routine(Base):
     watch_state: Mapped[str | None] = mapped_column(Text, default=None)
     # What done means for a run (harness/done_when.py), checked when the run's turn ends.
     done_when: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    # Whether it runs inside its owner's quiet hours: run | skip (harness/firings.py).
+    quiet_hours: Mapped[str] = mapped_column(String(8), default="run", server_default="run")
 
 
 class RoutineFiring(Base):

@@ -40,6 +40,11 @@ class CreateRoutineArgs(BaseModel):
         "(it sent the owner a message) or file (with path: it wrote that file in your home). "
         "A run without it is recorded as not done, and the next run is told.",
     )
+    quiet_hours: Literal["run", "skip"] = Field(
+        default="run",
+        description="Inside the owner's quiet hours: run (its messages wait until they end) "
+        "or skip that time.",
+    )
 
 
 async def _create_routine(args: CreateRoutineArgs, ctx: ToolContext) -> ToolResult:
@@ -56,6 +61,7 @@ async def _create_routine(args: CreateRoutineArgs, ctx: ToolContext) -> ToolResu
                 catch_up=args.catch_up,
                 watch=args.watch,
                 done_when=args.done_when,
+                quiet_hours=args.quiet_hours,
                 created_by="agent",
                 key=f"{ctx.turn_id}:{ctx.call_id}",
                 # Proposed in a turn that read outside text: it fires as outside text.
@@ -77,6 +83,11 @@ async def _create_routine(args: CreateRoutineArgs, ctx: ToolContext) -> ToolResu
                     + (
                         f"A run counts as done when {routine.done_when.describe()}.\n\n"
                         if routine.done_when is not None
+                        else ""
+                    )
+                    + (
+                        "It skips the times that fall in your quiet hours.\n\n"
+                        if routine.quiet_hours == "skip"
                         else ""
                     )
                     + "It stays off until you approve it "

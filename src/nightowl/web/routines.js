@@ -18,6 +18,7 @@ function describe(routine) {
         : `done when it writes ${routine.done_when.path}`,
     );
   }
+  if (routine.quiet_hours === "skip") parts.push("skips your quiet hours");
   if (routine.trust === "untrusted") parts.push("runs as outside content");
   return parts.join(" · ");
 }
