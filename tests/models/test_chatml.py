@@ -95,3 +95,33 @@ def test_a_loaded_tools_schema_is_in_its_load_result_and_the_system_block_never_
     shown = prompt.index('{"type": "function", "function": {"name": "write_file"')
     assert prompt.index("Loaded; you can call these now") < shown < prompt.rindex("Loaded")
     assert "<tools>" not in prompt[prompt.rindex("Loaded") :]
+
+
+def test_a_call_that_did_not_fit_shows_the_schema_in_its_answer_once() -> None:
+    """The answer to a call whose arguments did not fit its schema loads the schema: the
+    local model reads it in that answer (once), and the system block stays the same."""
+    send = ToolSpec("send_to_user", "say", {"type": "object"})
+    read = ToolSpec("read_file", "read a file", {"type": "object", "required": ["path"]})
+    asked = Entry(kind="user", text="read plan.md")
+    call = Entry(
+        kind="assistant",
+        tool_calls=(ToolCall(id="c1", name="read_file", arguments={"file": "plan.md"}),),
+    )
+    refused = Entry(
+        kind="tool_result",
+        text="The arguments for read_file are invalid (path: Field required).",
+        tool_name="read_file",
+        call_id="c1",
+        is_error=True,
+        trust="agent",
+        meta={"loaded": ["read_file"], "trust": "agent"},
+    )
+    before = ModelRequest(system="sys", tools=(send,), messages=(asked,))
+    after = ModelRequest(
+        system="sys", tools=(send, read), messages=(asked, call, refused, call, refused)
+    )
+    assert system_block(after) == system_block(before)
+    prompt = render(after)
+    assert prompt.count('"name": "read_file", "description": "read a file"') == 1
+    first = prompt.index("path: Field required")
+    assert first < prompt.index('{"type": "function", "function": {"name": "read_file"')

@@ -65,7 +65,7 @@ def test_the_shell_output_file_and_the_home_snapshot_hold_no_secret(tmp_path: Pa
                 return await SHELL.run(parsed, ToolContext(**{**vars(ctx), "call_id": call_id}))
 
             done = await shell("1", command=f"{ECHO}; exit 4")
-            assert done.is_error and done.content.startswith("exit code 4")
+            assert done.is_error and "(exit code 4 after" in done.content
             assert done.content.count("[secret:TOKEN]") == 4 and not _holds_secret(
                 done.content.encode()
             )
@@ -104,6 +104,6 @@ def test_the_shell_output_file_and_the_home_snapshot_hold_no_secret(tmp_path: Pa
             assert ".env" in names and ".nightowl/outputs/t1-1.log" in names
 
             woken = await shell("6", command="cat .env")  # restored from the snapshot
-            assert woken.content.endswith("TOKEN=[secret:TOKEN]\n")
+            assert woken.content.startswith("TOKEN=[secret:TOKEN]\n(exit code 0 after")
 
     asyncio.run(main())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -49,12 +50,15 @@ def _run(tmp_path: Path, scenario: Callable[[Call, Computers, str], Awaitable[No
 def test_shell_shows_the_exit_code_and_keeps_long_output_as_a_file(tmp_path: Path) -> None:
     async def scenario(call: Call, computers: Computers, user: str) -> None:
         done = await call("shell", command="echo hello; echo oops >&2; exit 3")
-        assert done.is_error and done.content.startswith("exit code 3")
-        assert "hello" in done.content and "oops" in done.content
+        assert done.is_error and re.search(r"\n\(exit code 3 after \d+\.\d s\)$", done.content)
+        assert done.content.startswith("hello\noops\n")  # the output first
+        quiet = await call("shell", command="true")
+        assert not quiet.is_error
+        assert re.fullmatch(r"\(no output; exit code 0 after \d+\.\d s\)", quiet.content)
 
         long = await call("shell", command="seq 1 20000")
         assert not long.is_error and "bytes left out" in long.content
-        assert long.content.splitlines()[1] == "1" and "20000" in long.content
+        assert long.content.splitlines()[0] == "1" and "20000" in long.content
         where = long.content.rsplit("full output: ~/", 1)[1].split(",")[0]
         full = (computers.home(user) / where).read_text().splitlines()
         assert len(full) == 20000
@@ -113,6 +117,22 @@ def test_file_tools_read_write_list_search_and_explain_failures(tmp_path: Path) 
 
         missing = await call("read_file", path="nope.txt")
         assert missing.is_error and "list_files shows what is there" in missing.content
+        assert "of that name" not in missing.content  # none anywhere
+        # A guessed folder: the one file of that name in the home is read, and said so.
+        guessed = await call("read_file", path="~/helpers/hlp_1/scratch/todo.md")
+        assert not guessed.is_error
+        assert guessed.content.startswith(
+            "(There is no ~/helpers/hlp_1/scratch/todo.md; this is /home/agent/notes/todo.md, "
+            "the one file of that name in your home.)\n/home/agent/notes/todo.md: lines 1-3 of 3"
+        )
+        assert "- eggs" in guessed.content
+        # Two of that name: both are named, none is read.
+        await call("write_file", path="old/todo.md", content="- old\n")
+        ambiguous = await call("read_file", path="todo.md")
+        assert ambiguous.is_error and "- eggs" not in ambiguous.content
+        assert ambiguous.content.endswith(
+            "Files of that name are at: /home/agent/notes/todo.md, /home/agent/old/todo.md."
+        )
         folder = await call("read_file", path="notes")
         assert folder.is_error and "That is a folder" in folder.content
         outside = await call("write_file", path="/etc/evil.conf", content="x")

@@ -3,8 +3,6 @@ a server's broken schema is reported, never a crash of the step."""
 
 from __future__ import annotations
 
-import json
-
 from nightowl.tools.registry import schema_problems
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
@@ -21,12 +19,15 @@ def test_a_broken_schema_is_reported() -> None:
     assert schema_problems({"type": "nonsense"}, {}).startswith("its schema is broken")
 
 
-def test_invalid_arguments_are_answered_with_the_schema_they_must_fit() -> None:
+def test_invalid_arguments_load_the_schema_they_must_fit() -> None:
     """A model that called a catalogue tool without loading it has never seen its schema: the
-    error gives it (a long one is named for load_tools instead)."""
+    error says what is wrong and loads the schema (as load_tools does), long or short, so the
+    next request carries it (and holds the local model's next call to it)."""
     from pydantic import BaseModel
 
-    from nightowl.tools.registry import MAX_SCHEMA_IN_ERROR, Tool, ToolRegistry
+    from nightowl.harness.prompt import assemble, loaded_tool_names
+    from nightowl.harness.transcript import Entry, ToolCall
+    from nightowl.tools.registry import Tool, ToolRegistry
 
     class Args(BaseModel):
         seconds: float
@@ -41,14 +42,37 @@ def test_invalid_arguments_are_answered_with_the_schema_they_must_fit() -> None:
         "required": ["p0"],
     }
     long = Tool("big", "A big one.", "read", long_schema, run)  # type: ignore[arg-type]
-    assert len(json.dumps(long_schema)) > MAX_SCHEMA_IN_ERROR
     toolbox = ToolRegistry([short, long])
 
     answer = toolbox.parse_arguments("set_timer", {"minutes": 5})
     assert answer.is_error
     assert "seconds: Field required" in answer.content
-    assert '"required":["seconds"]' in answer.content  # the schema, to call it right next time
+    assert "Its schema is loaded now" in answer.content
+    assert answer.meta == {"loaded": ["set_timer"]}
     answer = toolbox.parse_arguments("big", {})
-    assert answer.is_error and "load_tools with 'big'" in answer.content
-    assert "p29" not in answer.content
+    assert answer.is_error and answer.meta == {"loaded": ["big"]}
+    assert "p29" not in answer.content  # the schema rides with the tools, not in the words
     assert toolbox.parse_arguments("set_timer", {"seconds": 5}).seconds == 5
+
+    # The next request has the schema among its tools.
+    wrong = toolbox.parse_arguments("set_timer", {"minutes": 5})
+    history = [
+        Entry(kind="user", text="a timer for five minutes"),
+        Entry(
+            kind="assistant",
+            tool_calls=(ToolCall(id="c1", name="set_timer", arguments={"minutes": 5}),),
+        ),
+        Entry(
+            kind="tool_result",
+            text=wrong.content,
+            call_id="c1",
+            tool_name="set_timer",
+            is_error=True,
+            trust="agent",
+            meta={**wrong.meta, "trust": "agent"},
+        ),
+    ]
+    assert "set_timer" in loaded_tool_names(history)
+    request = assemble(toolbox.summaries(), toolbox.specs(), history)
+    assert "set_timer" in [spec.name for spec in request.tools]
+    assert "big" not in [spec.name for spec in request.tools]

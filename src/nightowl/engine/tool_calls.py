@@ -247,7 +247,8 @@ async def _run(
     """Run the tool with secrets substituted in its arguments and redacted from its result."""
     parsed = scope.parse(registry, call.name, effect, call.arguments)
     if isinstance(parsed, ToolResult):  # nightowl's own words: what was wrong with the call
-        return replace(scope.redact_result(parsed), meta={"trust": "agent"})
+        # (`loaded`: the answer loads the tool's schema, see tools/registry.py)
+        return replace(scope.redact_result(parsed), meta={**parsed.meta, "trust": "agent"})
     assert tool is not None
     context = ToolContext(
         database=deps.database,

@@ -122,7 +122,7 @@ def stand_in(case: EvalCase, run: _Run, tools: ToolRegistry, call: ToolCall) -> 
     if tools.get(call.name) is not None:  # arguments the real tool would refuse, refused
         parsed = tools.parse_arguments(call.name, call.arguments)
         if isinstance(parsed, ToolResult):
-            return result(parsed.content, is_error=True), False
+            return result(parsed.content, is_error=True, **parsed.meta), False
     if call.name == "send_to_user":
         run.sent.append(str(call.arguments.get("text", "")))
         final = bool(call.arguments.get("final"))

@@ -122,10 +122,11 @@ def tool_catalogue(
 
 
 def loaded_tool_names(history: Sequence[Entry]) -> list[str]:
-    """Tools the model loaded so far, in load order, after the always-loaded ones."""
+    """Tools the model loaded so far, in load order, after the always-loaded ones: by
+    load_tools, or by a call whose arguments did not fit (its answer loads the schema)."""
     names = list(ALWAYS_LOADED)
     for entry in history:
-        if entry.kind == "tool_result" and entry.tool_name == "load_tools":
+        if entry.kind == "tool_result":
             for name in entry.meta.get("loaded", ()):
                 if name not in names:
                     names.append(name)

@@ -45,19 +45,19 @@ def _schema_line(spec: ToolSpec) -> str:
 
 
 def _loaded_by_calls(messages: Sequence[Entry]) -> set[str]:
-    """The tools a `load_tools` result in the history loaded (not those loaded from the
-    start, whatever the model asked for)."""
+    """The tools a result in the history loaded (`load_tools`'s, or the answer to a call
+    whose arguments did not fit), not those loaded from the start."""
     return {
         name
         for entry in messages
-        if entry.kind == "tool_result" and entry.tool_name == "load_tools"
+        if entry.kind == "tool_result"
         for name in entry.meta.get("loaded", ())
         if name not in ALWAYS_LOADED
     }
 
 
 def _with_schemas(entry: Entry, specs: dict[str, ToolSpec], shown: set[str]) -> Entry:
-    """A `load_tools` result with the schemas it loaded (those not shown before), inside the
+    """A result that loaded tools with the schemas it loaded (those not shown before), inside the
     result itself, so a connector's schema stays fenced with what else it said."""
     new = [specs[name] for name in entry.meta.get("loaded", ()) if name in specs]
     new = [spec for spec in new if spec.name not in shown]
@@ -87,17 +87,18 @@ def _entry_text(entry: Entry) -> tuple[str, str]:
 def render(request: ModelRequest) -> str:
     """The whole request as one ChatML prompt, ending where the assistant speaks next.
 
-    A tool the conversation loaded with `load_tools` has its schema in that call's result, not
-    in the system block: the system block stays the same for the whole conversation, so the
-    local model never evaluates the history again after a load (with the schema in the system
-    block, each load made it evaluate everything after the tool list once more, the whole
-    history: about 20 s per 1,000 tokens on 2 cores, at 50 tokens/s in batches)."""
+    A tool the conversation loaded (`load_tools`, or a call that did not fit its schema) has
+    its schema in that result, not in the system block: the system block stays the same for
+    the whole conversation, so the local model never evaluates the history again after a
+    load (with the schema in the system block, each load made it evaluate everything after
+    the tool list once more, the whole history: about 20 s per 1,000 tokens on 2 cores, at
+    50 tokens/s in batches)."""
     specs = {spec.name: spec for spec in request.tools}
     always = _always_shown(request)
     shown = {spec.name for spec in always}
     turns: list[tuple[str, str]] = []
     for entry in request.messages:
-        if entry.kind == "tool_result" and entry.tool_name == "load_tools":
+        if entry.kind == "tool_result" and entry.meta.get("loaded"):
             entry = _with_schemas(entry, specs, shown)
         role, text = _entry_text(entry)
         if turns and turns[-1][0] == role == "user":
@@ -110,7 +111,7 @@ def render(request: ModelRequest) -> str:
 
 
 def _always_shown(request: ModelRequest) -> list[ToolSpec]:
-    """The tools whose schemas the system block holds: those no `load_tools` call loaded."""
+    """The tools whose schemas the system block holds: those no result in the history loaded."""
     loaded = _loaded_by_calls(request.messages)
     return [spec for spec in request.tools if spec.name not in loaded]
 

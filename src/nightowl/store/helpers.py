@@ -171,9 +171,13 @@ def _workplace(row: Helper) -> str:
             "You work in a computer of your own, destroyed when you finish: everything that "
             "matters goes into your report."
         )
+    # The home first: told only of its scratch folder, a small model looked for the owner's
+    # files there (bench/local_helper.py).
     return (
-        f"Your scratch folder is ~/{scratch_folder(row.id)}; it is removed when you finish. "
-        "Files worth keeping go elsewhere in ~; name them in your report."
+        "You work in the owner's computer: its files are in your home folder ~, where "
+        "relative paths start. For temporary files of your own use "
+        f"~/{scratch_folder(row.id)} (removed when you finish); files worth keeping go "
+        "elsewhere in ~; name them in your report."
     )
 
 

@@ -77,13 +77,43 @@ async def _ask(ctx: ToolContext, request: dict[str, Any]) -> dict[str, Any] | To
         return ToolResult(f"{request['op']} failed: {text}. {hint}", is_error=True)
 
 
+async def _same_name(ctx: ToolContext, path: str) -> list[str]:
+    """Files in the home named like the last part of `path` (up to 5, four folders deep): a
+    model that guessed the folder (its scratch folder, say) finds the file it meant."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    if name in ("", "~", ".", ".."):
+        return []
+    try:
+        sandbox = await ctx.sandbox()
+        answer = await sandbox.call({"op": "list", "path": "~", "depth": 4, "limit": 5_000})
+    except SandboxError:
+        return []
+    entries = answer.get("entries", [])
+    found = [e["path"] for e in entries if not e.get("dir") and e["path"].endswith(f"/{name}")]
+    return found[:5]
+
+
 async def _read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolResult:
-    answer = await _ask(ctx, {"op": "read", "path": args.path})
+    path, instead = args.path, ""
+    answer = await _ask(ctx, {"op": "read", "path": path})
     if isinstance(answer, ToolResult):
-        return answer
+        if "FileNotFoundError" not in answer.content:
+            return answer
+        found = await _same_name(ctx, path)
+        if len(found) != 1:
+            where = f" Files of that name are at: {', '.join(found)}." if found else ""
+            return ToolResult(answer.content + where, is_error=True)
+        # One file of that name: a read harms nothing, so it is read (and said so) rather
+        # than sending a small model back to try again, which it often did not.
+        path = found[0]
+        instead = f"(There is no {args.path}; this is {path}, the one file of that name in "
+        instead += "your home.)\n"
+        answer = await _ask(ctx, {"op": "read", "path": path})
+        if isinstance(answer, ToolResult):
+            return answer
     if answer.get("binary"):
         return ToolResult(
-            f"{args.path} is a binary file of {answer['size']} bytes; "
+            f"{path} is a binary file of {answer['size']} bytes; "
             "use shell (file, xxd, python) to look inside.",
             is_error=True,
         )
@@ -100,7 +130,9 @@ async def _read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolResult:
     end = args.offset + len(shown) - 1
     more = f" Next: offset={end + 1}." if end < len(lines) else ""
     cut = " (the file is larger than 4 MB; only its start was read)" if answer.get("cut") else ""
-    return ToolResult(f"{args.path}: lines {args.offset}-{end} of {len(lines)}{cut}.{more}\n{body}")
+    return ToolResult(
+        f"{instead}{path}: lines {args.offset}-{end} of {len(lines)}{cut}.{more}\n{body}"
+    )
 
 
 async def _write_file(args: WriteFileArgs, ctx: ToolContext) -> ToolResult:

@@ -28,7 +28,6 @@ OutputTrust = Literal["agent", "untrusted"]
 MAX_SCHEMA_CHARS = 4000
 # A longer schema is not repeated in an error: the model loads it (it is then cached in the
 # prompt's tools, where an error's copy would be paid again at every later step).
-MAX_SCHEMA_IN_ERROR = 1_500
 
 
 @dataclass(frozen=True)
@@ -254,17 +253,15 @@ class ToolRegistry:
 
 def _invalid(tool: Tool, problems: str) -> ToolResult:
     """What the agent is told of a call whose arguments do not fit: what is wrong, and the
-    schema they must fit (a model that called a catalogue tool without loading it has never
-    seen it: a small one then guesses again)."""
-    schema = json.dumps(tool.spec().parameters, separators=(",", ":"))
-    if len(schema) > MAX_SCHEMA_IN_ERROR:
-        hint = f"load_tools with {tool.name!r} gives its schema"
-    else:
-        hint = f"its schema: {schema}"
+    tool's schema is loaded with the answer (`loaded`, as load_tools does). A model that
+    called a catalogue tool without loading it has never seen the schema and guessed; told
+    the schema in words, a small one guessed the same again, while a loaded schema also holds
+    the local model's next call to it (models/call_schema.py)."""
     return ToolResult(
-        f"The arguments for {tool.name} are invalid ({problems}). "
-        f"Call it again with arguments that match its schema ({hint}).",
+        f"The arguments for {tool.name} are invalid ({problems}). Its schema is loaded now: "
+        "call it again with arguments that match it.",
         is_error=True,
+        meta={"loaded": [tool.name]},
     )
 
 

@@ -123,8 +123,12 @@ async def _shell(args: ShellArgs, ctx: ToolContext) -> ToolResult:
             is_error=True,
         )
     footer = f"\n[full output: {where}, {size} bytes; read_file or search_files it]" if long else ""
+    # The output first, then how it ended: with the exit code on the first line, a small
+    # model read the output line after it as nothing ("it produced no output").
+    ended = f"exit code {result.exit_code} after {took:.1f} s"
+    shown = f"{text.rstrip(chr(10))}{footer}\n({ended})" if size else f"(no output; {ended})"
     return ToolResult(
-        f"exit code {result.exit_code} after {took:.1f} s\n{text}{footer}",
+        shown,
         is_error=result.exit_code != 0,
         # The safety checks read the whole output, not only this excerpt.
         meta={"output_file": output} if long else {},
