@@ -1,14 +1,18 @@
 """Helpers on the local model: does the report carry what the helper found?
 
 A scripted main agent hands one task to a helper on the real local model
-(`NIGHTOWL_HELPER_MODEL=local`); the task needs a tool (shell or read_file) on a file holding a
-value made up for the run, and the helper's report must carry that value. Tasks are in two
-halves: `tuned` is the one the suite's test runs (tests/models/test_local_model.py), `held_out`
-are never run by a test, so a change is judged on both and tuning to the test shows up as a
-gap between them.
+(`NIGHTOWL_HELPER_MODEL=local`); the task needs a tool (shell, read_file or search_files) on
+files holding a value made up for the run, and the helper's report must carry that value.
 
-Prints one JSON object: per task the runs and how many reports carried the value, each half's
-rate, and the reports that missed. Run `python bench/local_helper.py [--runs N] [--only NAME]`.
+Tasks come in three sets, so tuning to what is measured shows up as a gap between them:
+`tuned` is what the suite's test runs (tests/models/test_local_model.py); `seen` are tasks
+whose failures were read while changing nightowl (they shaped those changes); `held_out` were
+written with them and never looked at while changing anything. Move a held-out task to `seen`
+once its failures shape a change, and write new held-out ones.
+
+Prints one JSON object: per task the runs and how many reports carried the value, each set's
+rate, and the reports that missed (the helper's steps of a miss go to stderr). Run
+`python bench/local_helper.py [--runs N] [--only NAME]`.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ class Task:
     """A task for the helper, the files it needs and the value its report must carry."""
 
     name: str
-    half: str  # tuned | held_out
+    half: str  # tuned | seen | held_out
     make: Callable[[random.Random], tuple[str, dict[str, str], str]]
 
 
@@ -88,12 +92,99 @@ def _sum(rng: random.Random) -> tuple[str, dict[str, str], str]:
     )
 
 
+def _ticket(rng: random.Random) -> tuple[str, dict[str, str], str]:
+    value = f"{rng.choice(WORDS)}-{rng.randint(1000, 9999)}"
+    return (
+        "Run `cat ticket.txt` with the shell tool, then report exactly what it printed.",
+        {"ticket.txt": f"{value}\n"},
+        value,
+    )
+
+
+def _head(rng: random.Random) -> tuple[str, dict[str, str], str]:
+    first = f"call {rng.choice(WORDS).title()} about invoice {rng.randint(100, 999)}"
+    rest = [f"file the {w} report" for w in rng.sample(WORDS, 4)]
+    return (
+        "What is the first item in todo/queue.txt? Use the shell tool and report it.",
+        {"todo/queue.txt": "\n".join([first, *rest]) + "\n"},
+        first,
+    )
+
+
+def _search(rng: random.Random) -> tuple[str, dict[str, str], str]:
+    names = [f"projects/{w}.md" for w in rng.sample(WORDS, 5)]
+    target = rng.choice(names)
+    files = {n: f"# {n}\n\nNotes about the garden.\n" for n in names}
+    files[target] = f"# {target}\n\nThe kestrel nest box goes up in March.\n"
+    return (
+        "Which file in the projects folder mentions the kestrel? Use search_files and report "
+        "its name.",
+        files,
+        target.split("/")[-1].removesuffix(".md"),
+    )
+
+
+def _largest(rng: random.Random) -> tuple[str, dict[str, str], str]:
+    sizes = rng.sample(range(200, 5000), 4)
+    names = [f"downloads/{w}.bin" for w in rng.sample(WORDS, 4)]
+    files = {n: "x" * size for n, size in zip(names, sizes, strict=True)}
+    largest = names[sizes.index(max(sizes))]
+    return (
+        "Find the largest file in downloads (the shell's `ls -S downloads` lists them by size) "
+        "and report its name.",
+        files,
+        largest.split("/")[-1].removesuffix(".bin"),
+    )
+
+
+def _words(rng: random.Random) -> tuple[str, dict[str, str], str]:
+    n = rng.randint(7, 40)
+    return (
+        "How many words are in motto.txt? Use the shell tool (`wc -w`) and report the number.",
+        {"motto.txt": " ".join(rng.choice(WORDS) for _ in range(n)) + "\n"},
+        str(n),
+    )
+
+
+def _listing(rng: random.Random) -> tuple[str, dict[str, str], str]:
+    names = [f"inbox/{w}-{rng.randint(10, 99)}.eml" for w in rng.sample(WORDS, 3)]
+    return (
+        "Which files are in the inbox folder? Use list_files and report their names.",
+        {n: "Subject: hello\n" for n in names},
+        names[-1].split("/")[-1].removesuffix(".eml"),
+    )
+
+
+def _log(rng: random.Random) -> tuple[str, dict[str, str], str]:
+    times = sorted(f"{h:02d}:{rng.randint(10, 59)}" for h in rng.sample(range(0, 23), 5))
+    lines = [
+        f"2026-12-05 {t} backup {'succeeded' if i % 2 == 0 else 'failed'}"
+        for i, t in enumerate(times)
+    ]
+    last = [t for i, t in enumerate(times) if i % 2 == 0][-1]
+    return (
+        "When did the backup last succeed? The log is logs/backup.log: search it for "
+        "'succeeded' (search_files) and report the time of the last one.",
+        {"logs/backup.log": "\n".join(lines) + "\n"},
+        last,
+    )
+
+
 TASKS = [
+    # What the suite's test runs. A credential's look: with the fence's reminder sentence in
+    # sight the model often kept the value back ("the file holds the owner's access token").
     Task("cat a token", "tuned", _token),
-    Task("count lines", "held_out", _count),
-    Task("grep a code", "held_out", _grep),
-    Task("read a date", "held_out", _read),
-    Task("add numbers", "held_out", _sum),
+    Task("cat a ticket", "seen", _ticket),
+    Task("count lines", "seen", _count),
+    Task("grep a code", "seen", _grep),
+    Task("read a date", "seen", _read),
+    Task("add numbers", "seen", _sum),
+    Task("first of a list", "seen", _head),
+    Task("search a word", "seen", _search),
+    Task("largest file", "seen", _largest),
+    Task("count words", "held_out", _words),
+    Task("list a folder", "held_out", _listing),
+    Task("last success in a log", "held_out", _log),
 ]
 
 
@@ -126,6 +217,7 @@ def run_once(folder: Path, task: Task, rng: random.Random) -> tuple[bool, str]:
             home = folder / "data" / "homes" / owner
             home.mkdir(parents=True)
             for name, body in files.items():
+                (home / name).parent.mkdir(parents=True, exist_ok=True)
                 (home / name).write_text(body)
             conversation = client.post("/v1/conversations", json={}).json()["id"]
             client.post(
@@ -178,7 +270,7 @@ def main() -> None:
                     missed.append(f"{task.name}: {said}")
             result[task.name] = {"half": task.half, "runs": args.runs, "carried": carried}
     halves = {}
-    for half in ("tuned", "held_out"):
+    for half in ("tuned", "seen", "held_out"):
         mine = [r for r in result.values() if r["half"] == half]
         runs = sum(int(str(r["runs"])) for r in mine)
         if runs:

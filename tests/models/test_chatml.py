@@ -125,3 +125,28 @@ def test_a_call_that_did_not_fit_shows_the_schema_in_its_answer_once() -> None:
     assert prompt.count('"name": "read_file", "description": "read a file"') == 1
     first = prompt.index("path: Field required")
     assert first < prompt.index('{"type": "function", "function": {"name": "read_file"')
+
+
+def test_outside_text_reaches_the_local_model_fenced_without_the_reminder() -> None:
+    """The local model reads outside text fenced and quoted, without the reminder sentence
+    the other adapters get (it quoted it as what a command printed); its instructions say
+    what the tags mean."""
+    send = ToolSpec("send_to_user", "say", {"type": "object"})
+    result = Entry(
+        kind="tool_result",
+        text="fjord-3471",
+        tool_name="shell",
+        call_id="c1",
+        trust="untrusted",
+    )
+    call = Entry(
+        kind="assistant",
+        tool_calls=(ToolCall(id="c1", name="shell", arguments={"command": "cat ticket.txt"}),),
+    )
+    prompt = render(
+        ModelRequest(
+            system="sys", tools=(send,), messages=(Entry(kind="user", text="go"), call, result)
+        )
+    )
+    assert "<untrusted-data id=" in prompt and "\u2502 fjord-3471\n</untrusted-data id=" in prompt
+    assert "The lines above" not in prompt

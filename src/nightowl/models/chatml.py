@@ -70,7 +70,7 @@ def _with_schemas(entry: Entry, specs: dict[str, ToolSpec], shown: set[str]) -> 
 
 def _entry_text(entry: Entry) -> tuple[str, str]:
     if entry.kind == "user":
-        return "user", as_data(entry)
+        return "user", as_data(entry, reminder=False)
     if entry.kind == "assistant":
         calls = "".join(
             "<tool_call>\n"
@@ -80,8 +80,8 @@ def _entry_text(entry: Entry) -> tuple[str, str]:
         )
         return "assistant", (entry.text + ("\n" if entry.text and calls else "") + calls)
     if entry.kind == "tool_result":
-        return "user", f"<tool_response>\n{as_data(entry)}\n</tool_response>"
-    return "user", as_notice(entry)
+        return "user", f"<tool_response>\n{as_data(entry, reminder=False)}\n</tool_response>"
+    return "user", as_notice(entry, reminder=False)
 
 
 def render(request: ModelRequest) -> str:
