@@ -26,8 +26,6 @@ Effect = Literal["read", "write", "send", "spend"]
 # or "untrusted" (anything read from the network, from files, a page, a process's output).
 OutputTrust = Literal["agent", "untrusted"]
 MAX_SCHEMA_CHARS = 4000
-# A longer schema is not repeated in an error: the model loads it (it is then cached in the
-# prompt's tools, where an error's copy would be paid again at every later step).
 
 
 @dataclass(frozen=True)
