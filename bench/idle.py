@@ -30,9 +30,8 @@ from typing import Any
 
 import httpx
 from sqlalchemy import func, select, update
-from tests.store.test_store import RecordingQueue
 
-from common import BACKENDS, ServerProcess, free_port, fresh_database, wait_for
+from common import BACKENDS, ROOT, ServerProcess, free_port, fresh_database, wait_for
 from nightowl.engine.routine_firings import RoutineFirings
 from nightowl.engine.watch_checks import WatchChecks
 from nightowl.harness.watches import Watch
@@ -44,6 +43,9 @@ from nightowl.store.routines import create_routine
 from nightowl.store.tables import Message, ModelCall, Routine, RoutineFiring
 from nightowl.store.users import ensure_owner
 from nightowl.tools.pinned_fetch import AddressPolicy, PinnedFetcher
+
+sys.path.insert(0, str(ROOT))
+from tests.store.test_store import RecordingQueue
 
 ROUTINES = 20
 DAY_CRON = "*/10 * * * *"  # 144 due times a day each

@@ -181,12 +181,6 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
             engine.wake_workers = lambda: announce_dispatch(database)
     changes.start()
     engine.register_timer(build_timer_workflow(lambda: app.state.router))
-    # A routine's watch fetches through the same address checks as web_fetch.
-    watches = WatchChecks(
-        database,
-        settings.homes_dir,
-        PinnedFetcher(AddressPolicy(allow_private=settings.web_fetch_private)),
-    )
     limits = GuardLimits(
         max_steps=settings.max_steps_per_turn,
         max_identical_calls=settings.max_identical_tool_calls,
@@ -196,7 +190,6 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
         conversation_budget_usd=settings.conversation_budget_usd,
         routine_budget_usd=settings.routine_budget_usd,
     )
-    schedules = RoutineSchedules(database, lambda: app.state.router, watches, limits)
     computers, local = build_computers(settings, database)
     app.state.computers = computers
     browsers = Browsers(local)  # its relay socket lives in a fresh root-only temp dir
@@ -221,6 +214,18 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
     connections = Connections()
     computers.before_sleep.append(connections.close_user)  # closed before the computer sleeps
     provider = ConnectorProvider(database, connections)
+    # A routine's watch fetches through the same address checks as web_fetch, reads the
+    # owner's files where their computer is, and reaches their mail and connectors.
+    watches = WatchChecks(
+        database,
+        settings.homes_dir,
+        PinnedFetcher(AddressPolicy(allow_private=settings.web_fetch_private)),
+        vault_key=load_key(settings.data_dir, settings.secret_key),
+        computers=computers,
+        connections=connections,
+    )
+    app.state.watches = watches
+    schedules = RoutineSchedules(database, lambda: app.state.router, watches, limits)
     toolbox = Toolbox(tools, [provider])
     app.state.connectors = provider
     app.state.toolbox = toolbox
@@ -379,6 +384,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
 
 def stop_services(app: FastAPI) -> None:
     app.state.engine.shutdown()
+    app.state.watches.close()  # after the connectors closed: a session may live on its loop
     app.state.traces.shutdown()  # what is still buffered is exported
     for model in app.state.models:
         if isinstance(model, ClosableModel):

@@ -16,6 +16,7 @@ from nightowl.backup.commands import add_commands as add_backup_commands
 from nightowl.channels.commands import add_channel_commands
 from nightowl.config import Settings
 from nightowl.evals.commands import add_evals_commands
+from nightowl.harness.watches import WATCH_KINDS
 from nightowl.helpers_cli import add_helper_commands
 from nightowl.inbox_cli import add_inbox_commands
 from nightowl.memory.commands import add_commands as add_memory_commands
@@ -412,13 +413,18 @@ def _routines(args: argparse.Namespace) -> int:
             "catch_up": args.catch_up,
             "quiet_hours": "skip" if args.skip_quiet_hours else "run",
         }
-        watches = [(k, getattr(args, f"watch_{k}")) for k in ("url", "file", "webhook")]
+        watches = [(k, getattr(args, f"watch_{k}")) for k in WATCH_KINDS]
         chosen = [(kind, target) for kind, target in watches if target]
         if len(chosen) > 1:
-            print("give at most one of --watch-url, --watch-file, --watch-webhook", file=sys.stderr)
+            flags = ", ".join(f"--watch-{k}" for k in WATCH_KINDS)
+            print(f"give at most one of {flags}", file=sys.stderr)
+            return 2
+        if args.via and not (chosen and chosen[0][0] in ("imap", "resource")):
+            print("--via goes with --watch-imap or --watch-resource", file=sys.stderr)
             return 2
         if chosen:
-            payload["watch"] = {"kind": chosen[0][0], "target": chosen[0][1]}
+            watch = {"kind": chosen[0][0], "target": chosen[0][1]}
+            payload["watch"] = {**watch, "via": args.via} if args.via else watch
         if args.done_when_sent and args.done_when_file:
             print("give at most one of --done-when-sent, --done-when-file", file=sys.stderr)
             return 2
@@ -459,6 +465,7 @@ def _routines(args: argparse.Namespace) -> int:
             f"catch-up {routine['catch_up']})"
             + (
                 f"  watches {routine['watch']['kind']} {routine['watch']['target']}"
+                + (f" via {routine['watch']['via']}" if routine["watch"].get("via") else "")
                 if routine.get("watch")
                 else ""
             )
@@ -563,12 +570,20 @@ def parser() -> argparse.ArgumentParser:
         ("url", "a web page"),
         ("file", "a file in the computer's home (a relative path)"),
         ("webhook", "a webhook's deliveries (its id)"),
+        ("imap", "a folder of your e-mail channel for new mail (e.g. INBOX)"),
+        ("resource", "a connector's resource (its URI; name the connector with --via)"),
     ):
         routines_create.add_argument(
             f"--watch-{kind}",
-            metavar=kind.upper(),
+            metavar="FOLDER" if kind == "imap" else "URI" if kind == "resource" else kind.upper(),
             help=f"check {what} without the model first; skip the firing when unchanged",
         )
+    routines_create.add_argument(
+        "--via",
+        metavar="NAME",
+        help="the e-mail channel (--watch-imap; needed with several) or the connector "
+        "(--watch-resource) the watch reads through",
+    )
     routines_create.add_argument(
         "--done-when-sent",
         action="store_true",

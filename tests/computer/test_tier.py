@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,18 @@ import pytest
 from nightowl.channels.base import Inbound
 from nightowl.channels.inbound import ChannelInbox
 from nightowl.computer.remote import RemoteComputers
+from nightowl.engine.routine_firings import RoutineFirings
+from nightowl.engine.watch_checks import WatchChecks
+from nightowl.harness.watches import Watch
 from nightowl.router.router import Router
 from nightowl.store.channels import add_channel, get_channel
-from nightowl.store.conversations import list_conversations, messages_after
+from nightowl.store.conversations import create_conversation, list_conversations, messages_after
 from nightowl.store.database import Database
 from nightowl.store.migrate import upgrade
+from nightowl.store.routine_firings import firings_of
+from nightowl.store.routines import create_routine
 from nightowl.store.users import ensure_owner
+from nightowl.tools.pinned_fetch import AddressPolicy, PinnedFetcher
 from tests.computer.sandboxes import UID_BASE, new_user
 from tests.computer.tier import TOKEN, ComputerHostProcess, s3_server, snapshot_keys
 from tests.databases import fresh_database
@@ -339,3 +346,69 @@ async def _run_in(tier: RemoteComputers, user: str, command: str) -> None:
     sandbox = await tier.acquire(user, "shell")
     await sandbox.run(command, timeout_s=30)
     await tier.release("shell")
+
+
+def test_a_file_watch_reads_the_file_in_the_computer_on_its_host(tmp_path: Path) -> None:
+    """With the computers on a tier, a routine's file watch reads the owner's file inside
+    their computer on its host (the worker's own disk has no homes), sees it change, and
+    leaves a computer in deep sleep asleep."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    database = Database(url)
+    upgrade(database)
+    env = {"NIGHTOWL_COMPUTER_TOKEN": TOKEN, "NIGHTOWL_SANDBOX_NETWORK": "none"}
+    env["NIGHTOWL_SANDBOX_UID_BASE"] = str(UID_BASE + 98)
+    host = ComputerHostProcess(tmp_path / "host", url, env=env).start()
+    tier = RemoteComputers([host.url], TOKEN, database, wait_s=30)
+    with database.write() as session:
+        owner = ensure_owner(session)
+        conversation = create_conversation(session, owner.id)
+        routine = create_routine(
+            session,
+            owner.id,
+            conversation.id,
+            name="todo",
+            prompt="tell me what changed in my list",
+            cron="*/5 * * * *",
+            timezone="UTC",
+            created_by="owner",
+            watch=Watch(kind="file", target="notes/todo.md"),
+        )
+    checks = WatchChecks(
+        database,
+        tmp_path / "worker-homes",
+        PinnedFetcher(AddressPolicy()),
+        computers=tier,
+    )
+    router = Router(database, RecordingQueue())
+    now = {"at": datetime.now(UTC)}
+    firings = RoutineFirings(database, lambda: router, lambda: now["at"], checks)
+
+    def fire() -> int:
+        now["at"] += timedelta(minutes=5)
+        return firings.fire_due(routine.id, now["at"].replace(second=0, microsecond=0))
+
+    def last() -> tuple[str, str]:
+        with database.read() as session:
+            latest = firings_of(session, routine.id)[0]
+            return latest.outcome, latest.reason
+
+    try:
+        assert fire() == 0 and last()[1].startswith("nothing changed: first check")  # missing
+        asyncio.run(_run_in(tier, owner.id, "mkdir -p notes && echo '- buy milk' > notes/todo.md"))
+        assert fire() == 1
+        with database.read() as session:
+            change = messages_after(session, conversation.id, 0)[-1]
+        assert change.trust == "untrusted"
+        assert "+- buy milk" in change.body
+        assert fire() == 0 and last() == ("skipped", "nothing changed")
+        assert not (tmp_path / "worker-homes").exists()
+        # Asleep on the tier: its home is a snapshot; the watch does not wake it.
+        assert asyncio.run(tier.deep_sleep(owner.id))
+        assert not (tmp_path / "host" / "homes" / owner.id).exists()
+        assert fire() == 0 and last()[1].startswith("nothing changed: the computer is asleep")
+        assert tier.placed_host(owner.id) is None
+        assert not (tmp_path / "host" / "homes" / owner.id).exists()
+    finally:
+        checks.close()
+        host.stop()
+        database.dispose()

@@ -196,6 +196,15 @@ def test_routines_from_the_command_line(tmp_path: Path) -> None:
             "create", "x", "* * * * *", "y", "--watch-url", "https://a.test", "--watch-file", "f"
         )
         assert both.returncode == 2 and "at most one of" in both.stderr
+        # A mail folder needs the owner's e-mail channel; --via only goes with imap/resource.
+        mail = cli("create", "mail", "*/5 * * * *", "new mail?", "--watch-imap", "INBOX")
+        assert mail.returncode == 2 and "e-mail channels (none yet" in mail.stderr
+        stray = cli("create", "x", "* * * * *", "y", "--watch-url", "https://a.test", "--via", "m")
+        assert stray.returncode == 2 and "--via goes with" in stray.stderr
+        resource = cli(
+            "create", "n", "* * * * *", "y", "--watch-resource", "notes://latest", "--via", "notes"
+        )
+        assert resource.returncode == 2 and "'notes' is not one" in resource.stderr
         done = cli("create", "digest", "0 7 * * *", "send the digest", "--done-when-sent")
         assert done.returncode == 0 and "done when a message was sent" in done.stdout
         filed = cli(

@@ -108,3 +108,19 @@ def start_conversation(server: ServerProcess) -> str:
         created = http.post("/v1/conversations", json={"kind": "direct"})
         assert created.status_code == 201, created.text
         return str(created.json()["id"])
+
+
+def wait_in_page(page: Page, predicate: Callable[[], Any], timeout: float = 30) -> Any:
+    """Poll `predicate` like `tests.server.wait_for`, pausing inside Playwright between polls.
+
+    The sync API runs a route handler only while the test is inside a Playwright call; a
+    `time.sleep` between polls would hold back the very request the test waits for.
+    """
+    waited = 0.0
+    while waited < timeout:
+        value = predicate()
+        if value:
+            return value
+        page.wait_for_timeout(200)
+        waited += 0.2
+    raise AssertionError(f"condition not met within {timeout}s")

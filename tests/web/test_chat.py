@@ -10,8 +10,8 @@ from playwright.sync_api import BrowserContext, Route, expect
 
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
-from tests.server import ServerProcess, say, wait_for, write_script
-from tests.web.conftest import open_app, start_conversation
+from tests.server import ServerProcess, say, write_script
+from tests.web.conftest import open_app, start_conversation, wait_in_page
 from tests.web.fake_events import FakeEvents
 
 pytestmark = pytest.mark.slow
@@ -100,7 +100,9 @@ def test_a_send_through_a_broken_network_is_stored_and_shown_exactly_once(
 
     network["state"] = "answer lost"
     pending.get_by_role("button", name="Retry").click()
-    wait_for(lambda: _bodies(server, conversation) == ["through the tunnel"])
+    # Polled from inside the page: the route handler that lets the request through runs only
+    # while the test is in a Playwright call.
+    wait_in_page(page, lambda: _bodies(server, conversation) == ["through the tunnel"])
     network["state"] = "up"
 
     expect(page.locator("li.pending")).to_have_count(0)

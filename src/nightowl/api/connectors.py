@@ -21,10 +21,12 @@ from nightowl.api.inputs import (
     RequestBody,
     SafeText,
 )
+from nightowl.harness.tool_pins import unapproved
 from nightowl.store.connectors import (
     ConnectorInfo,
     add_connector,
     allowed_connectors,
+    approve_tools,
     change_connector,
     check_name,
     connectors_of,
@@ -96,6 +98,9 @@ class ConnectorOut(BaseModel):
     error: str
     tools: list[dict[str, Any]]
     listed_at: datetime | None
+    # Listed tools that differ from what the owner approved, or are new: not offered to the
+    # model until approved (`GET …/diff`, `POST …/approve`).
+    held: list[str]
 
     @classmethod
     def of(cls, info: ConnectorInfo) -> ConnectorOut:
@@ -112,6 +117,22 @@ class TestOut(BaseModel):
     tools: list[dict[str, Any]]
     error: str
     advice: str
+    held: list[str]  # listed tools not offered until you approve them (`…/diff`)
+
+
+class ToolChangeOut(BaseModel):
+    """A listed tool the owner has not approved as it is: new, or changed since approved."""
+
+    name: str  # its name on the server
+    kind: Literal["new", "changed"]
+    diff: str  # unified diff of name, description, input schema and annotations
+
+
+class ApproveTools(RequestBody):
+    """Which held tools to approve as they are listed now (their names on the server); null
+    approves every held tool."""
+
+    tools: list[Word] | None = Field(default=None, max_length=500)
 
 
 class AllowedConnectors(RequestBody):
@@ -212,6 +233,36 @@ async def check_connector(name: PathConnectorName, user: CurrentUser, request: R
     connector = await asyncio.to_thread(load)
     report = await test_connector(_provider(request), request.app.state.computers, connector)
     return TestOut(**vars(report))
+
+
+@routes.get("/connectors/{name}/diff")
+def connector_diff(
+    name: PathConnectorName, user: CurrentUser, request: Request
+) -> list[ToolChangeOut]:
+    """What the connector lists now that you have not approved: each held tool with the diff
+    from what you approved (what the server says is outside text: read it before approving)."""
+    with database_of(request).read() as session:
+        info = get_connector(session, user.id, name)
+    return [
+        ToolChangeOut(name=c.name, kind=c.kind, diff=c.diff())
+        for c in unapproved(info.tools, info.pinned)
+    ]
+
+
+@routes.post("/connectors/{name}/approve")
+async def approve_connector_tools(
+    name: PathConnectorName, body: ApproveTools, user: CurrentUser, request: Request
+) -> ConnectorOut:
+    """Approve held tools as they are listed now: the agent is offered them from its next
+    step on."""
+
+    def approve() -> ConnectorInfo:
+        with database_of(request).write() as session:
+            return approve_tools(session, user.id, name, body.tools)
+
+    approved = await asyncio.to_thread(approve)
+    _provider(request).note_change()  # running turns read the listing again
+    return ConnectorOut.of(approved)
 
 
 @routes.get("/conversations/{conversation_id}/connectors")

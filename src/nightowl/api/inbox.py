@@ -30,6 +30,7 @@ ItemKind = Literal[
     "failed_turn",
     "stopped_turn",
     "budget_stop",
+    "connector_change",
 ]
 
 

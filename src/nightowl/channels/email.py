@@ -317,6 +317,47 @@ class EmailChannel:
             address = {"subject": f"About: {subject} (from {event.sender})"}
         return replace(event, address=address)
 
+    def folder_news(
+        self, folder: str, since: tuple[str, int] | None, limit: int
+    ) -> tuple[str, int, int, list[str]]:
+        """For a routine's watch: a folder's UIDVALIDITY and next UID, how many mails came
+        since `since` (the UIDVALIDITY and next UID seen before; None: only look) and are
+        still there, and a line for each of the newest `limit` of them. The folder is only
+        examined (read-only): nothing is marked seen. ChannelError when it cannot be read."""
+        if not self.imap_host:
+            raise ChannelError(f"the channel {self._config.name} reads no IMAP mailbox")
+        imap = self._connect_imap()
+        try:
+            status, _ = imap.select(f'"{folder}"', readonly=True)
+            if status != "OK":
+                raise ChannelError(f"the mailbox has no folder {folder!r}")
+            found = imap.response("UIDVALIDITY")[1]
+            validity = found[0].decode() if found and isinstance(found[0], bytes) else "0"
+            _, data = imap.status(f'"{folder}"', "(UIDNEXT)")
+            match = re.search(rb"UIDNEXT (\d+)", data[0] or b"")
+            uid_next = int(match.group(1)) if match else 1
+            if since is None or since[0] != validity or uid_next <= since[1]:
+                return validity, uid_next, 0, []
+            _, data = imap.uid("SEARCH", f"UID {since[1]}:*")
+            uids = sorted(int(u) for u in (data[0] or b"").split() if int(u) >= since[1])
+            lines = [self._summary(imap, uid) for uid in uids[-limit:]] if limit else []
+            return validity, uid_next, len(uids), lines
+        except (imaplib.IMAP4.error, OSError) as error:
+            raise ChannelError(f"IMAP: {type(error).__name__}: {error}") from None
+        finally:
+            self._logout(imap)
+
+    @staticmethod
+    def _summary(imap: imaplib.IMAP4, uid: int) -> str:
+        """One line for a mail: who sent it, its subject and date (outside text)."""
+        fields = "(BODY.PEEK[HEADER.FIELDS (FROM SUBJECT DATE)])"
+        _, fetched = imap.uid("FETCH", str(uid), fields)
+        raw = next((part[1] for part in fetched if isinstance(part, tuple)), b"")
+        head = email.message_from_bytes(raw, policy=email.policy.default)
+        sender = " ".join(str(head.get("From", "")).split()) or "(no sender)"
+        subject = " ".join(str(head.get("Subject", "")).split()) or "(no subject)"
+        return f"from {sender[:200]}: {subject[:300]} ({str(head.get('Date', ''))[:60]})"
+
     @staticmethod
     def _logout(imap: imaplib.IMAP4) -> None:
         with contextlib.suppress(Exception):

@@ -109,17 +109,19 @@ class RoutineFirings:
             return False
         change, state = "", None
         if routine.watch is not None and self._watches is not None:
+            with self._database.read() as session:
+                previous = watch_state_of(session, routine.id)
             try:
-                seen = self._watches.see(routine.owner_id, routine.watch)
+                seen = self._watches.see(routine.owner_id, routine.watch, previous)
             except WatchFailed as error:
                 return self._failed(routine, firing, f"the watch failed: {error}")
-            with self._database.read() as session:
-                verdict = judge(routine.watch, watch_state_of(session, routine.id), seen)
+            verdict = judge(routine.watch, previous, seen)
             state = verdict.state
             if not verdict.changed:  # no message, no turn, no model tokens
                 with self._database.write() as session:
                     finish(session, routine.id, firing.due, "skipped", reason=verdict.what)
-                    remember_watch(session, routine.id, state)
+                    if state is not None:
+                        remember_watch(session, routine.id, state)
                 return False
             change = f"What changed in {routine.watch.describe()}:\n{verdict.what}"
         notice = f"Routine '{routine.name}' ({due}): {routine.prompt}{firing.notice()}"

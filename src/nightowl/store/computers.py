@@ -41,6 +41,11 @@ def computer_of(session: Session, user_id: str, uid_base: int) -> ComputerRecord
     return _record(row)
 
 
+def computer_state(session: Session, user_id: str) -> str | None:
+    """`awake` or `asleep` (its home only in a snapshot); None when it never ran."""
+    return session.scalar(select(Computer.state).where(Computer.user_id == user_id))
+
+
 def record_sleep(session: Session, user_id: str, snapshot: str, size: int) -> None:
     """The home now lives in `snapshot` only (written before the home is removed)."""
     row = session.get(Computer, user_id)

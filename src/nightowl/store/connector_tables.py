@@ -37,6 +37,10 @@ class ConnectorRow(Base):
     # The tools it listed last: [{name, description, schema, annotations}].
     tools: Mapped[list[Any]] = mapped_column(JSON, default=list)
     listed_at: Mapped[datetime | None] = mapped_column(default=None)
+    # What the owner approved of each tool (harness/tool_pins.py): null until the first listing
+    # pins it; `held`: listed tools that differ from their pin or are new (not offered).
+    pinned: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    held: Mapped[list[Any]] = mapped_column(JSON, default=list, server_default="[]")
     status: Mapped[str] = mapped_column(String(16), default="new")  # new | ok | failed | authorize
     error: Mapped[str] = mapped_column(Text, default="")
     # OAuth state that is not secret: client id, token expiry, scope (tokens are in the vault).

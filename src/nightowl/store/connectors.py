@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete, select
 from sqlalchemy.orm import Session
 
+from nightowl.harness import tool_pins
 from nightowl.store.connector_tables import ConnectorRow, ConversationConnectors
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
@@ -42,6 +43,15 @@ class ConnectorInfo:
     status: str = "new"
     error: str = ""
     oauth: dict[str, Any] = field(default_factory=dict)
+    # What the owner approved of its tools (None: nothing listed yet), and the listed tools
+    # held back until they approve a change (harness/tool_pins.py).
+    pinned: list[dict[str, Any]] | None = None
+    held: list[str] = field(default_factory=list)
+
+    def offered(self) -> list[dict[str, Any]]:
+        """The listed tools the model may be offered: those exactly as approved."""
+        held = set(self.held)
+        return [t for t in self.tools if str(t["name"]) not in held]
 
 
 def _info(row: ConnectorRow) -> ConnectorInfo:
@@ -63,6 +73,8 @@ def _info(row: ConnectorRow) -> ConnectorInfo:
         status=row.status,
         error=row.error,
         oauth=dict(row.oauth or {}),
+        pinned=list(row.pinned) if row.pinned is not None else None,
+        held=[str(name) for name in row.held or []],
     )
 
 
@@ -226,9 +238,35 @@ def change_connector(
 def record_listing(
     session: Session, owner_id: str, name: str, tools: list[dict[str, Any]]
 ) -> ConnectorInfo:
-    """The tools the server listed just now; the connector works."""
+    """The tools the server listed just now; the connector works. The first listing pins
+    them (the owner approved what they added); a later one holds back each tool that differs
+    from its pin or is new, until the owner approves it (`approve_tools`)."""
     row = _existing(session, owner_id, name)
     row.tools, row.listed_at, row.status, row.error = tools, utcnow(), "ok", ""
+    if row.pinned is None:
+        row.pinned = tool_pins.approve(tools, None)
+    row.held = [change.name for change in tool_pins.unapproved(tools, row.pinned)]
+    session.flush()
+    return _info(row)
+
+
+def approve_tools(
+    session: Session, owner_id: str, name: str, tools: Sequence[str] | None = None
+) -> ConnectorInfo:
+    """The owner approves the held tools as listed now (`tools`: only these, by their name
+    on the server; None: all); Invalid when one named is not held."""
+    row = _existing(session, owner_id, name)
+    held = [str(n) for n in row.held or []]
+    if tools is not None:
+        unknown = sorted(set(tools) - set(held))
+        if unknown:
+            raise Invalid(
+                f"{', '.join(unknown)}: not waiting for approval on {name} "
+                f"(waiting: {', '.join(held) or 'none'})"
+            )
+    row.pinned = tool_pins.approve(list(row.tools or []), row.pinned, tools)
+    row.held = [change.name for change in tool_pins.unapproved(list(row.tools or []), row.pinned)]
+    row.updated_at = utcnow()
     session.flush()
     return _info(row)
 

@@ -22,7 +22,7 @@ from nightowl.store.questions import controls_of
 from nightowl.store.tables import Conversation, Message, Trigger, Turn, utcnow
 
 QUESTION_KINDS = ("approval", "question", "draft")
-NOTICE_KINDS = ("helper_report", "failed_turn", "stopped_turn", "budget_stop")
+NOTICE_KINDS = ("helper_report", "failed_turn", "stopped_turn", "budget_stop", "connector_change")
 KINDS = QUESTION_KINDS + NOTICE_KINDS
 
 

@@ -1,5 +1,6 @@
 """What a runtime notice is about, from the key it was delivered with (engine/turn.py and
-engine/parking.py deliver them once per key): a failed turn, a stopped one, a budget stop."""
+engine/parking.py deliver them once per key): a failed turn, a stopped one, a budget stop, a
+connector whose tools changed since the owner approved them (tools/mcp/provider.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ NOTICE_PREFIXES = {
     "model-error:": "failed_turn",
     "turn-error:": "failed_turn",
     "parked:": "failed_turn",
+    "connector-change:": "connector_change",
 }
 
 
 def notice_kind(server_key: str | None) -> str | None:
-    """failed_turn | stopped_turn | budget_stop for a turn's notice, else None."""
+    """failed_turn | stopped_turn | budget_stop | connector_change for a notice, else None."""
     for prefix, kind in NOTICE_PREFIXES.items():
         if server_key and server_key.startswith(prefix):
             return kind

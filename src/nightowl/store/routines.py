@@ -14,6 +14,8 @@ from sqlalchemy.orm import Session
 from nightowl.harness.done_when import DoneWhen
 from nightowl.harness.firings import CATCH_UP, QUIET_HOURS, Firing, due_times
 from nightowl.harness.watches import Watch
+from nightowl.store.channels import list_channels
+from nightowl.store.connectors import connectors_of
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import keyed_id, new_id
 from nightowl.store.routine_firings import claim
@@ -123,8 +125,8 @@ def create_routine(
     conversation = session.get(Conversation, conversation_id)
     if conversation is None or conversation.owner_id != owner_id:
         raise NotFound(f"no conversation {conversation_id!r}")
-    if watch is not None and watch.kind == "webhook":
-        owned_hook(session, owner_id, watch.target)  # only the owner's own hooks
+    if watch is not None:
+        watch = _watch_of_owner(session, owner_id, watch)
     routine_id = new_id("rtn") if key is None else keyed_id("rtn", key)
     if key is not None and (existing := session.get(Routine, routine_id)) is not None:
         return _info(existing)
@@ -210,6 +212,33 @@ def delete_routine(session: Session, routine_id: str, owner_id: str) -> None:
 def record_fired(session: Session, routine_id: str) -> None:
     """Note when the routine last woke its conversation."""
     session.execute(update(Routine).where(Routine.id == routine_id).values(last_fired_at=utcnow()))
+
+
+def _watch_of_owner(session: Session, owner_id: str, watch: Watch) -> Watch:
+    """The watch with what it reads through checked to be the owner's own: a webhook, an
+    e-mail channel (named by id or name, or the only one; stored by id so a rename does not
+    break it) or a connector. Invalid (what to give instead) otherwise."""
+    if watch.kind == "webhook":
+        owned_hook(session, owner_id, watch.target)
+    elif watch.kind == "imap":
+        mail = [c for c in list_channels(session, owner_id) if c.kind == "email"]
+        chosen = [c for c in mail if watch.via in (c.id, c.name)] if watch.via else mail
+        if len(chosen) != 1:
+            listed = ", ".join(c.name for c in mail) or "none yet (`nightowl channels add`)"
+            raise Invalid(
+                f"an imap watch reads through one of your e-mail channels ({listed}): "
+                + ("name it in via" if watch.via is None else f"{watch.via!r} is not one")
+            )
+        return watch.model_copy(update={"via": chosen[0].id})
+    elif watch.kind == "resource":
+        connectors = [c.name for c in connectors_of(session, owner_id)]
+        if watch.via not in connectors:
+            raise Invalid(
+                "a resource watch asks one of your connectors "
+                f"({', '.join(connectors) or 'none yet'})"
+                f"; {watch.via!r} is not one"
+            )
+    return watch
 
 
 def watch_state_of(session: Session, routine_id: str) -> str | None:

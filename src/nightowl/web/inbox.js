@@ -10,6 +10,7 @@ const LABELS = {
   failed_turn: "Failed",
   stopped_turn: "Stopped",
   budget_stop: "Budget stop",
+  connector_change: "Connector changed",
 };
 
 function el(tag, className, text) {

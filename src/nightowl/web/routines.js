@@ -10,7 +10,10 @@ const act = (work) => actThenReload(work, load);
 
 function describe(routine) {
   const parts = [`${routine.cron} (${routine.timezone})`, `catch-up ${routine.catch_up}`];
-  if (routine.watch) parts.push(`watches ${routine.watch.kind} ${routine.watch.target}`);
+  if (routine.watch) {
+    const via = routine.watch.via ? ` via ${routine.watch.via}` : "";
+    parts.push(`watches ${routine.watch.kind} ${routine.watch.target}${via}`);
+  }
   if (routine.done_when) {
     parts.push(
       routine.done_when.kind === "sent"

@@ -138,7 +138,7 @@ class _RequireBearer:
 class OAuthMcpServer:
     """The server on 127.0.0.1, in a thread; `url` is its MCP endpoint. `oauth=False`: the
     same server without any authorisation (`bearer`: but with a static token); `note`: what
-    its tool returns."""
+    its tool and its resource `notes://latest` return (a test may change it)."""
 
     def __init__(
         self,
@@ -164,10 +164,18 @@ class OAuthMcpServer:
             else MCPServer("notes")
         )
 
+        self.note = note
+        self.server = server  # a test may change what it lists (add_tool, remove_tool)
+
         @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
         def latest_note() -> str:
             """The owner's latest note."""
-            return f"Latest note: {note}"
+            return f"Latest note: {self.note}"
+
+        @server.resource("notes://latest", mime_type="text/plain")
+        def latest() -> str:
+            """The owner's latest note, as a resource (a routine can watch it)."""
+            return self.note
 
         app: Any = server.streamable_http_app()
         if bearer:  # a static token, as an API key in a header would be

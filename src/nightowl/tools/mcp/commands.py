@@ -41,6 +41,12 @@ def add_connector_commands(commands: Any, run: Callable[[argparse.Namespace], in
         ("authorize", "authorise nightowl with an OAuth connector (prints the URL to open)"),
     ):
         sub.add_parser(verb, help=text).add_argument("name")
+    sub.add_parser(
+        "diff", help="what a connector lists now that you have not approved (held tools)"
+    ).add_argument("name")
+    approve = sub.add_parser("approve", help="approve held tools as listed now (all, or some)")
+    approve.add_argument("name")
+    approve.add_argument("tools", nargs="*", help="only these (their names on the server)")
     sampling = sub.add_parser("sampling", help="let a connector's server use your model (--no)")
     sampling.add_argument("name")
     sampling.add_argument("--no", action="store_true")
@@ -96,6 +102,11 @@ def run_connectors(args: argparse.Namespace, call: CallServer) -> int:
             )
             if c["error"]:
                 print(f"{'':<16} {c['error']}")
+            if c["held"]:
+                print(
+                    f"{'':<16} held until you approve them (`nightowl connectors diff "
+                    f"{c['name']}`): {', '.join(c['held'])}"
+                )
         if not response.json():
             print("no connectors; `nightowl connectors add NAME -- COMMAND` adds one")
         return 0
@@ -115,6 +126,36 @@ def run_connectors(args: argparse.Namespace, call: CallServer) -> int:
         print(f"{args.name} works; {len(report['tools'])} tools:")
         for tool in report["tools"]:
             print(f"  {tool['name']:<40} {tool['effect']:<6} {tool['summary']}")
+        if report.get("held"):
+            print(
+                f"held until you approve them (`nightowl connectors diff {args.name}`): "
+                + ", ".join(report["held"])
+            )
+        return 0
+    if command == "diff":
+        response = request("GET", f"/v1/connectors/{args.name}/diff")
+        if response is None:
+            return 2
+        changes = response.json()
+        if not changes:
+            print(f"{args.name}: every listed tool is as you approved it")
+            return 0
+        for held_tool in changes:
+            print(f"== {held_tool['name']} ({held_tool['kind']}; not offered until approved)")
+            print(held_tool["diff"])
+        print(f"`nightowl connectors approve {args.name}` approves them as listed now")
+        return 0
+    if command == "approve":
+        body = {"tools": args.tools or None}
+        response = request("POST", f"/v1/connectors/{args.name}/approve", body)
+        if response is None:
+            return 2
+        held = response.json()["held"]
+        print(
+            f"approved; {args.name} waits on: {', '.join(held)}"
+            if held
+            else f"approved; every tool of {args.name} is offered"
+        )
         return 0
     if command == "authorize":
         response = request("POST", f"/v1/connectors/{args.name}/authorize")

@@ -24,6 +24,7 @@ from mcp.client.session import ClientRequestContext
 from nightowl.computer.remote import RemoteSandbox
 from nightowl.computer.sandbox import HOME_INSIDE, Sandbox
 from nightowl.store.connectors import ConnectorInfo
+from nightowl.tools.mcp.listing import resource_text
 from nightowl.tools.mcp.remote_stdio import remote_stdio
 from nightowl.tools.mcp.sandbox_stdio import ServerOutput, sandbox_stdio
 
@@ -163,6 +164,20 @@ class Connections:
             except Exception:  # the call itself worked: its result stands
                 log.info("listing changed tools failed", extra={"connector": connector.name})
                 return CallDone(result)
+
+        return await self._with_session(connector, sandbox, scope, work)
+
+    async def read_resource(
+        self, connector: ConnectorInfo, sandbox: ServerComputer | None, scope: CallScope, uri: str
+    ) -> str:
+        """A resource of the server as text (its text parts; a binary part is named by its
+        type and size, and its digest, so a change to it still shows)."""
+
+        async def work(live: Live) -> str:
+            assert live.client is not None
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                result = await live.client.read_resource(uri, cache_mode="bypass")  # fresh
+            return resource_text(result)
 
         return await self._with_session(connector, sandbox, scope, work)
 

@@ -7,6 +7,7 @@ runs. The owner's override wins over both.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -69,3 +70,17 @@ def result_text(result: types.CallToolResult) -> str:
 
         parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
     return "\n".join(parts) or "(the tool returned nothing)"
+
+
+def resource_text(result: types.ReadResourceResult) -> str:
+    """A resource's contents as text: each text part, and for a binary part a line with its
+    type, size and digest (so a watch sees it change)."""
+    parts: list[str] = []
+    for content in result.contents:
+        if isinstance(content, types.TextResourceContents):
+            parts.append(content.text)
+        elif isinstance(content, types.BlobResourceContents):
+            digest = hashlib.sha256(content.blob.encode()).hexdigest()[:16]
+            size = len(content.blob) * 3 // 4
+            parts.append(f"[{content.mime_type or 'binary'}, {size} bytes, sha256 {digest}…]")
+    return "\n".join(parts)

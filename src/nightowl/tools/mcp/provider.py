@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from sqlalchemy.orm import Session
 
 from nightowl.computer.sandbox import SandboxError
+from nightowl.harness.tool_pins import ToolChange, changes_key, unapproved
 from nightowl.store.connectors import (
     ConnectorInfo,
     connector_to_call,
@@ -28,6 +29,7 @@ from nightowl.store.connectors import (
     record_listing,
 )
 from nightowl.store.database import Database
+from nightowl.store.outbox import deliver_to_user
 from nightowl.tools.mcp.connections import (
     CallScope,
     Connections,
@@ -76,6 +78,25 @@ def failure_text(connector: ConnectorInfo, error: ConnectorError) -> str:
     )
 
 
+def held_notice(name: str, changes: list[ToolChange]) -> str:
+    """The owner's notice of tools held for approval (names only: what the server now says
+    of them is outside text, shown in the diff)."""
+    changed = [c.name for c in changes if c.kind == "changed"]
+    new = [c.name for c in changes if c.kind == "new"]
+    parts = []
+    if changed:
+        parts.append(f"changed since you approved them: {', '.join(changed)}")
+    if new:
+        parts.append(f"new: {', '.join(new)}")
+    return (
+        f"The connector {name} lists tools that differ from what you approved ("
+        + "; ".join(parts)
+        + "). They are not offered to the agent until you approve them: see the change with "
+        f"`nightowl connectors diff {name}` (or on the Connectors page), then "
+        f"`nightowl connectors approve {name}`."
+    )
+
+
 def _fits(tool: Tool) -> bool:
     """Whether a connector tool is small enough for a definition (one that is not is left
     out of the conversation's tools)."""
@@ -105,6 +126,10 @@ class ConnectorProvider:
         """How many listings this process stored (a run re-reads its tools when it grows)."""
         return self._changes
 
+    def note_change(self) -> None:
+        """What the connectors offer changed in the store (the owner approved tools)."""
+        self._changes += 1
+
     def groups(self, session: Session, conversation_id: str) -> list[ToolGroup]:
         """One group per connector the conversation may use."""
         _, connectors = conversation_connectors(session, conversation_id)
@@ -119,9 +144,10 @@ class ConnectorProvider:
         ]
 
     def tools_of(self, connector: ConnectorInfo) -> list[Tool]:
-        """The connector's tools as last listed (one too large for a definition is left out)."""
+        """The connector's tools as last listed and as the owner approved them (one held for
+        a change, or too large for a definition, is left out)."""
         tools = []
-        for listed in connector.tools:
+        for listed in connector.offered():
             tool = self._tool(connector, listed)
             if _fits(tool):
                 tools.append(tool)
@@ -136,7 +162,7 @@ class ConnectorProvider:
         connector = conversation_connector(session, conversation_id, name.split("_", 1)[0])
         if connector is None:
             return None
-        for listed in connector.tools:
+        for listed in connector.offered():
             if tool_name(connector.name, str(listed["name"])) == name:
                 tool = self._tool(connector, listed)
                 if _fits(tool):
@@ -195,7 +221,7 @@ class ConnectorProvider:
                 meta={"connector": service_of(connector), "trust": "agent"},
             )
         if done.tools_now is not None:  # the conversation hears of it in its next note
-            await self._store(connector, done.tools_now)
+            await self._store(connector, done.tools_now, scope)
         result = done.result
         meta: dict[str, Any] = {"connector": service_of(connector)}
         if result.is_error:
@@ -221,15 +247,31 @@ class ConnectorProvider:
         except ConnectorError as error:
             await asyncio.to_thread(self._failed, connector, error)
             raise
-        return await self._store(connector, tools)
+        return await self._store(connector, tools, scope)
 
-    async def _store(self, connector: ConnectorInfo, tools: list[Any]) -> ConnectorInfo:
-        """Store what the server listed; the connector as stored now."""
+    async def _store(
+        self, connector: ConnectorInfo, tools: list[Any], scope: CallScope
+    ) -> ConnectorInfo:
+        """Store what the server listed; the connector as stored now. Tools that changed
+        since the owner approved them are held, and the conversation that listed them (if
+        any) gets a notice for the owner, once per set of changes."""
         listed = [stored_tool(t) for t in tools]
 
         def save() -> ConnectorInfo:
             with self.database.write() as session:
-                return record_listing(session, connector.owner_id, connector.name, listed)
+                stored = record_listing(session, connector.owner_id, connector.name, listed)
+                if stored.held and scope.conversation_id:
+                    changes = unapproved(stored.tools, stored.pinned)
+                    deliver_to_user(
+                        session,
+                        scope.conversation_id,
+                        key=f"connector-change:{connector.name}:{changes_key(changes)}",
+                        body=held_notice(connector.name, changes),
+                        turn_id=scope.turn_id or None,
+                        role="notice",
+                        meta={"important": True},
+                    )
+                return stored
 
         stored = await asyncio.to_thread(save)
         self._changes += 1  # after the commit: a run that sees it reads the new listing

@@ -21,6 +21,8 @@ class TestReport:
     tools: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
     advice: str = ""
+    # Listed tools held until the owner approves them (changed since approved, or new).
+    held: list[str] = field(default_factory=list)
 
 
 def advice_for(connector: ConnectorInfo, status: str) -> str:
@@ -66,4 +68,4 @@ async def test_connector(
         {"name": t.name, "effect": t.effect, "summary": t.summary}
         for t in provider.tools_of(listed)
     ]
-    return TestReport(True, tools=tools)
+    return TestReport(True, tools=tools, held=listed.held)
