@@ -152,9 +152,9 @@ def run_connectors(args: argparse.Namespace, call: CallServer) -> int:
             return 2
         held = response.json()["held"]
         print(
-            f"approved; {args.name} waits on: {', '.join(held)}"
+            f"approved; {args.name} still holds: {', '.join(held)}"
             if held
-            else f"approved; every tool of {args.name} is offered"
+            else f"approved; every tool {args.name} lists is offered"
         )
         return 0
     if command == "authorize":
