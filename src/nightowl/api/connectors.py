@@ -21,7 +21,7 @@ from nightowl.api.inputs import (
     RequestBody,
     SafeText,
 )
-from nightowl.harness.tool_pins import unapproved
+from nightowl.harness.tool_pins import package_change, package_label, unapproved
 from nightowl.store.connectors import (
     ConnectorInfo,
     add_connector,
@@ -101,13 +101,24 @@ class ConnectorOut(BaseModel):
     # Listed tools that differ from what the owner approved, or are new: not offered to the
     # model until approved (`GET …/diff`, `POST …/approve`).
     held: list[str]
+    # A stdio server's package as pinned at its first start ("" until then), and how the one
+    # its command runs now differs ("" when it does not): it does not start until approved.
+    package_pin: str
+    package_change: str
 
     @classmethod
     def of(cls, info: ConnectorInfo) -> ConnectorOut:
         """The API view of a stored connector."""
         tools = [{"name": t["name"], "description": t.get("description", "")} for t in info.tools]
         fields = {k: v for k, v in vars(info).items() if k in cls.model_fields and k != "tools"}
-        return cls(**fields, tools=tools)
+        held_package = info.package_held
+        change = package_change(info.package, held_package) if held_package else None
+        return cls(
+            **fields,
+            tools=tools,
+            package_pin=package_label(info.package),
+            package_change=change or "",
+        )
 
 
 class TestOut(BaseModel):
@@ -121,11 +132,13 @@ class TestOut(BaseModel):
 
 
 class ToolChangeOut(BaseModel):
-    """A listed tool the owner has not approved as it is: new, or changed since approved."""
+    """A listed tool the owner has not approved as it is: new, or changed since approved; or
+    (kind `package`) a stdio server's package that differs from its pin."""
 
-    name: str  # its name on the server
-    kind: Literal["new", "changed"]
-    diff: str  # unified diff of name, description, input schema and annotations
+    name: str  # its name on the server (the package's, for a package)
+    kind: Literal["new", "changed", "package"]
+    diff: str  # unified diff of name, description, input schema and annotations; or what
+    # differs of the package (version, files changed, added, removed)
 
 
 class ApproveTools(RequestBody):
@@ -243,10 +256,16 @@ def connector_diff(
     from what you approved (what the server says is outside text: read it before approving)."""
     with database_of(request).read() as session:
         info = get_connector(session, user.id, name)
-    return [
+    changes = [
         ToolChangeOut(name=c.name, kind=c.kind, diff=c.diff())
         for c in unapproved(info.tools, info.pinned)
     ]
+    if info.package_held is not None:
+        changed = package_change(info.package, info.package_held) or "its files differ"
+        label = package_label(info.package_held)
+        named = str(info.package_held.get("name") or "package")
+        changes.append(ToolChangeOut(name=named, kind="package", diff=f"{changed}\nnow: {label}"))
+    return changes
 
 
 @routes.post("/connectors/{name}/approve")

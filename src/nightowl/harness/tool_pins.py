@@ -110,3 +110,53 @@ def changes_key(changes: Sequence[ToolChange]) -> str:
     """A short digest of a set of changes (one notice per distinct set)."""
     joined = "|".join(sorted(f"{c.name}:{tool_digest(c.after)}" for c in changes))
     return hashlib.sha256(joined.encode()).hexdigest()[:16]
+
+
+# -- a stdio server's package --------------------------------------------------------------
+# What `tools/mcp/package_probe.py` found the command runs (kind, name, version, npm's
+# integrity, each file's SHA-256 and a digest over them), pinned at the first start.
+
+MAX_FILES_NAMED = 8
+
+
+def package_label(package: dict[str, Any] | None) -> str:
+    """One line naming a pinned package ("pypi mcp-server-time 2025.9.25, 14 files, sha256
+    1a2b3c4d…"), or "" when nothing is pinned."""
+    if not package:
+        return ""
+    kind = str(package.get("kind"))
+    if kind == "none":
+        return "nothing to pin (the command names no file in the computer)"
+    if kind == "too_big":
+        return f"not pinned: {package.get('root')} has too many files to hash at each start"
+    name = " ".join(str(package.get(k)) for k in ("name", "version") if package.get(k))
+    files = package.get("files") or {}
+    return f"{kind} {name}, {len(files)} file(s), sha256 {str(package.get('digest'))[:12]}…"
+
+
+def package_change(pinned: dict[str, Any] | None, probed: dict[str, Any]) -> str | None:
+    """What differs between the pinned package and the one the command runs now (None: the
+    same, or nothing pinned to compare with)."""
+    if not pinned or pinned.get("kind") in ("none", "too_big"):
+        return None
+    if probed.get("kind") != pinned.get("kind") or probed.get("root") != pinned.get("root"):
+        return f"it was {package_label(pinned)}; now it is {package_label(probed) or 'gone'}"
+    if probed.get("digest") == pinned.get("digest"):
+        return None
+    parts = []
+    for key in ("name", "version", "integrity"):
+        if probed.get(key) != pinned.get(key):
+            parts.append(f"{key} {pinned.get(key) or '-'} -> {probed.get(key) or '-'}")
+    before: dict[str, str] = pinned.get("files") or {}
+    after: dict[str, str] = probed.get("files") or {}
+    for label, names in (
+        ("changed", sorted(n for n in before.keys() & after.keys() if before[n] != after[n])),
+        ("added", sorted(after.keys() - before.keys())),
+        ("removed", sorted(before.keys() - after.keys())),
+    ):
+        if names:
+            shown = ", ".join(names[:MAX_FILES_NAMED])
+            extra = len(names) - MAX_FILES_NAMED
+            more = f" and {extra} more" if extra > 0 else ""
+            parts.append(f"{label}: {shown}{more}")
+    return "; ".join(parts) or "its files' digest differs"

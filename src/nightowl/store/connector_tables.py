@@ -41,6 +41,10 @@ class ConnectorRow(Base):
     # pins it; `held`: listed tools that differ from their pin or are new (not offered).
     pinned: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
     held: Mapped[list[Any]] = mapped_column(JSON, default=list, server_default="[]")
+    # A stdio server's package as pinned at its first start, and one found later that differs
+    # (it does not start until the owner approves it): tools/mcp/package_probe.py.
+    package: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    package_held: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     status: Mapped[str] = mapped_column(String(16), default="new")  # new | ok | failed | authorize
     error: Mapped[str] = mapped_column(Text, default="")
     # OAuth state that is not secret: client id, token expiry, scope (tokens are in the vault).

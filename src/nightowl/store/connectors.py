@@ -47,6 +47,10 @@ class ConnectorInfo:
     # held back until they approve a change (harness/tool_pins.py).
     pinned: list[dict[str, Any]] | None = None
     held: list[str] = field(default_factory=list)
+    # A stdio server's package as pinned at its first start, and a different one found at a
+    # later start, which does not start until the owner approves it.
+    package: dict[str, Any] | None = None
+    package_held: dict[str, Any] | None = None
 
     def offered(self) -> list[dict[str, Any]]:
         """The listed tools the model may be offered: those exactly as approved."""
@@ -75,6 +79,8 @@ def _info(row: ConnectorRow) -> ConnectorInfo:
         oauth=dict(row.oauth or {}),
         pinned=list(row.pinned) if row.pinned is not None else None,
         held=[str(name) for name in row.held or []],
+        package=dict(row.package) if row.package is not None else None,
+        package_held=dict(row.package_held) if row.package_held is not None else None,
     )
 
 
@@ -250,20 +256,41 @@ def record_listing(
     return _info(row)
 
 
+def record_package(
+    session: Session, owner_id: str, name: str, probed: dict[str, Any]
+) -> ConnectorInfo:
+    """What a stdio server's command runs, found just before it starts: the first one is
+    pinned; one that differs from the pin is held (the server must not start) until the owner
+    approves it; one that matches clears what was held."""
+    row = _existing(session, owner_id, name)
+    if row.package is None:
+        row.package, row.package_held = probed, None
+    elif tool_pins.package_change(row.package, probed) is None:
+        row.package_held = None
+    else:
+        row.package_held = probed
+    session.flush()
+    return _info(row)
+
+
 def approve_tools(
     session: Session, owner_id: str, name: str, tools: Sequence[str] | None = None
 ) -> ConnectorInfo:
     """The owner approves the held tools as listed now (`tools`: only these, by their name
-    on the server; None: all); Invalid when one named is not held."""
+    on the server; None: all, and a held package); Invalid when one named is not held."""
     row = _existing(session, owner_id, name)
     held = [str(n) for n in row.held or []]
     if tools is not None:
         unknown = sorted(set(tools) - set(held))
         if unknown:
+            waiting = [*held, *(["its package"] if row.package_held is not None else [])]
             raise Invalid(
                 f"{', '.join(unknown)}: not waiting for approval on {name} "
-                f"(waiting: {', '.join(held) or 'none'})"
+                f"(waiting: {', '.join(waiting) or 'none'}; a package is approved with the "
+                "rest, naming no tool)"
             )
+    elif row.package_held is not None:
+        row.package, row.package_held = row.package_held, None
     row.pinned = tool_pins.approve(list(row.tools or []), row.pinned, tools)
     row.held = [change.name for change in tool_pins.unapproved(list(row.tools or []), row.pinned)]
     row.updated_at = utcnow()

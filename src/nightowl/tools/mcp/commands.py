@@ -107,6 +107,11 @@ def run_connectors(args: argparse.Namespace, call: CallServer) -> int:
                     f"{'':<16} held until you approve them (`nightowl connectors diff "
                     f"{c['name']}`): {', '.join(c['held'])}"
                 )
+            if c.get("package_change"):
+                print(
+                    f"{'':<16} its package changed, so it does not start until you approve it "
+                    f"(`nightowl connectors diff {c['name']}`)"
+                )
         if not response.json():
             print("no connectors; `nightowl connectors add NAME -- COMMAND` adds one")
         return 0
@@ -141,7 +146,10 @@ def run_connectors(args: argparse.Namespace, call: CallServer) -> int:
             print(f"{args.name}: every listed tool is as you approved it")
             return 0
         for held_tool in changes:
-            print(f"== {held_tool['name']} ({held_tool['kind']}; not offered until approved)")
+            if held_tool["kind"] == "package":
+                print(f"== package {held_tool['name']} (changed; does not start until approved)")
+            else:
+                print(f"== {held_tool['name']} ({held_tool['kind']}; not offered until approved)")
             print(held_tool["diff"])
         print(f"`nightowl connectors approve {args.name}` approves them as listed now")
         return 0

@@ -25,6 +25,7 @@ from nightowl.computer.remote import RemoteSandbox
 from nightowl.computer.sandbox import HOME_INSIDE, Sandbox
 from nightowl.store.connectors import ConnectorInfo
 from nightowl.tools.mcp.listing import resource_text
+from nightowl.tools.mcp.packages import PackageCheckFailed, probe_package
 from nightowl.tools.mcp.remote_stdio import remote_stdio
 from nightowl.tools.mcp.sandbox_stdio import ServerOutput, sandbox_stdio
 
@@ -128,6 +129,9 @@ class Connections:
         # Why a connector's transport gave up, when it knows better than the SDK's error
         # (OAuth wants the owner again: tools/mcp/oauth.py); taken once.
         self.explain: Callable[[ConnectorInfo], ConnectorError | None] | None = None
+        # Checks what a stdio server's command runs just before it starts, against the
+        # connector's pin; raises ConnectorError to refuse the start (tools/mcp/provider.py).
+        self.check_package: Callable[[ConnectorInfo, dict[str, Any]], Awaitable[None]] | None = None
         self._live: dict[tuple[str, str], Live] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -278,6 +282,12 @@ class Connections:
                     "this server runs without a computer, so it cannot run "
                     f"{connector.name}'s command"
                 )
+            if self.check_package is not None:
+                try:
+                    probed = await probe_package(live.sandbox, connector)
+                except PackageCheckFailed as error:
+                    raise ConnectorError(str(error)) from error
+                await self.check_package(connector, probed)
             env = {"HOME": HOME_INSIDE}
             if isinstance(live.sandbox, RemoteSandbox):  # on a computer host
                 return remote_stdio(live.sandbox, connector.command, env, live.output)

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from sqlalchemy.orm import Session
 
 from nightowl.computer.sandbox import SandboxError
-from nightowl.harness.tool_pins import ToolChange, changes_key, unapproved
+from nightowl.harness.tool_pins import ToolChange, changes_key, package_change, unapproved
 from nightowl.store.connectors import (
     ConnectorInfo,
     connector_to_call,
@@ -27,6 +27,7 @@ from nightowl.store.connectors import (
     get_connector,
     record_failure,
     record_listing,
+    record_package,
 )
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
@@ -120,11 +121,30 @@ class ConnectorProvider:
         self.database = database
         self.connections = connections
         connections.on_tools_changed = self._relist
+        connections.check_package = self._check_package
         self._changes = 0
 
     def changes(self) -> int:
         """How many listings this process stored (a run re-reads its tools when it grows)."""
         return self._changes
+
+    async def _check_package(self, connector: ConnectorInfo, probed: dict[str, Any]) -> None:
+        """Pin what a stdio server runs at its first start; refuse a start whose package
+        differs from the pin, until the owner approves the change."""
+
+        def record() -> ConnectorInfo:
+            with self.database.write() as session:
+                return record_package(session, connector.owner_id, connector.name, probed)
+
+        stored = await asyncio.to_thread(record)
+        change = package_change(stored.package, probed)
+        if change is not None:
+            raise ConnectorError(
+                f"{connector.name} was not started: what its command runs changed since you "
+                f"added it ({change}). Nothing of it runs until you approve the change: "
+                f"`nightowl connectors diff {connector.name}`, then "
+                f"`nightowl connectors approve {connector.name}`."
+            )
 
     def note_change(self) -> None:
         """What the connectors offer changed in the store (the owner approved tools)."""

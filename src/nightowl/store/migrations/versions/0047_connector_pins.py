@@ -3,7 +3,10 @@
 `connectors.pinned`: the approved definition of each tool (name, description, input schema,
 annotations), null until the first listing pins it; `connectors.held`: the names of the listed
 tools that differ from their pin or are new, which the model is not offered until the owner
-approves them. A connector that listed its tools before this migration is pinned to that
+approves them. `connectors.package`: what a stdio server's command runs (its package, version,
+npm's integrity, each file's SHA-256), pinned at its first start; `connectors.package_held`:
+the package found at a later start that differs from the pin (it does not start until the
+owner approves it). A connector that listed its tools before this migration is pinned to that
 listing (what its owner has been using).
 
 Revision ID: 0047
@@ -27,6 +30,8 @@ FIELDS = ("name", "description", "schema", "annotations")
 def upgrade() -> None:
     op.add_column("connectors", sa.Column("pinned", sa.JSON(), nullable=True))
     op.add_column("connectors", sa.Column("held", sa.JSON(), nullable=False, server_default="[]"))
+    op.add_column("connectors", sa.Column("package", sa.JSON(), nullable=True))
+    op.add_column("connectors", sa.Column("package_held", sa.JSON(), nullable=True))
     connectors = sa.table(
         "connectors",
         sa.column("id", sa.String),
@@ -47,5 +52,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("ALTER TABLE connectors DROP COLUMN package_held")
+    op.execute("ALTER TABLE connectors DROP COLUMN package")
     op.execute("ALTER TABLE connectors DROP COLUMN held")
     op.execute("ALTER TABLE connectors DROP COLUMN pinned")
