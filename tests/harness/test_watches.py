@@ -58,7 +58,7 @@ def test_a_damaged_memory_of_the_last_check_counts_as_a_change_not_a_crash() -> 
         ({"kind": "url", "target": "https://"}, "http(s) URL with a host"),
         ({"kind": "file", "target": "/etc/passwd"}, "inside the computer's home"),
         ({"kind": "file", "target": "notes/../../other/secret"}, "inside the computer's home"),
-        ({"kind": "imap", "target": "INBOX"}, "'url', 'file' or 'webhook'"),
+        ({"kind": "sms", "target": "INBOX"}, "'url', 'file', 'webhook', 'imap' or 'resource'"),
         ({"kind": "url", "target": " https://example.com"}, "one line without surrounding"),
         ({"kind": "url", "target": "https://example.com", "every": 5}, "Extra inputs"),
         ({"kind": "url", "target": ""}, "at least 1 character"),

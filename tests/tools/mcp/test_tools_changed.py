@@ -1,4 +1,5 @@
 """A connector's server changes its tools during a conversation (`tools/list_changed`): the
+new tool is held until the owner approves it (connector pins); once approved, the
 conversation hears of it in a note in its newest message, and the cached prefix (system
 prompt, catalogue, loaded schemas) is sent exactly as before."""
 
@@ -63,6 +64,7 @@ def test_a_changed_tool_list_reaches_the_conversation_as_a_note_not_a_cache_brea
             (200, _call("load_tools", query="shifty_unlock")),
             (200, _call("shifty_unlock")),
             (200, _call("send_to_user", text="Unlocked.", final=True)),
+            (200, _call("send_to_user", text="Noted.", final=True)),
         ]
         server = ServerProcess(
             tmp_path / "data",
@@ -85,18 +87,29 @@ def test_a_changed_tool_list_reaches_the_conversation_as_a_note_not_a_cache_brea
                     json={"client_id": "m1", "text": "unlock shifty"},
                 )
 
-                def replied() -> bool:
+                def replied(text: str) -> bool:
                     page = client.get(f"/v1/conversations/{conversation}/messages").json()
-                    return any(m["body"] == "Unlocked." for m in page["messages"])
+                    return any(m["body"] == text for m in page["messages"])
 
-                wait_for(replied, timeout=180)
+                wait_for(lambda: replied("Unlocked."), timeout=180)
+                held = client.get("/v1/connectors/shifty").json()
+                approved = client.post("/v1/connectors/shifty/approve", json={"tools": None})
+                assert approved.status_code == 200, approved.text
+                client.post(
+                    f"/v1/conversations/{conversation}/messages",
+                    json={"client_id": "m2", "text": "thanks"},
+                )
+                wait_for(lambda: replied("Noted."), timeout=180)
                 stored = client.get("/v1/connectors/shifty").json()
         finally:
             server.stop()
     requests = fake.requests
-    assert len(requests) == 4
-    before, after = requests[2], requests[3]
-    # The server now lists the new tool; the conversation is told in its newest message ...
+    assert len(requests) == 5
+    # The new tool was held (not offered) until the owner approved it ...
+    assert held["held"] == ["secret"] and stored["held"] == []
+    assert "shifty_secret" not in json.dumps(requests[3])
+    before, after = requests[3], requests[4]
+    # ... then the conversation is told in its newest message ...
     assert "secret" in {t["name"] for t in stored["tools"]}
     newest = after["messages"][-1]
     assert "Connector shifty has new tools: shifty_secret" in json.dumps(newest)
