@@ -154,3 +154,44 @@ def test_the_owner_corrects_the_work_log_and_no_one_else_can(server: ServerProce
             assert other.delete(f"/v1/memory/log/{entry.id}").status_code == 404
         assert client.delete(f"/v1/memory/log/{entry.id}").status_code == 204
         assert client.get("/v1/memory/log").json() == []
+
+
+def test_the_owner_sees_the_history_and_reverts_over_http_and_the_cli(
+    server: ServerProcess,
+) -> None:
+    with server.client() as client:
+        fact = client.post("/v1/memory/facts", json={"text": "Drives a blue car"}).json()
+        client.patch(f"/v1/memory/facts/{fact['id']}", json={"text": "Drives a red car"})
+        client.patch(f"/v1/memory/facts/{fact['id']}", json={"archived": True})
+        changes = client.get("/v1/memory/history", params={"item_id": fact["id"]}).json()
+        assert [c["action"] for c in changes] == ["archived", "changed", "added"]
+        assert {c["author"] for c in changes} == {"owner"}
+        assert changes[1]["before"]["text"] == "Drives a blue car"
+        assert changes[1]["after"]["text"] == "Drives a red car"
+
+        # The edit cannot be undone while the archive after it stands …
+        refused = client.post("/v1/memory/revert", json={"change": changes[1]["id"]})
+        assert refused.status_code == 422
+        assert f"changed after change {changes[1]['id']}" in refused.json()["error"]["message"]
+        # … bad requests say what to send; another user's change is not found.
+        both = client.post("/v1/memory/revert", json={"change": 1, "turn_id": "turn_x"})
+        assert both.status_code == 422 and "exactly one" in both.json()["error"]["message"]
+        nothing = client.post("/v1/memory/revert", json={"turn_id": "turn_none"})
+        assert nothing.status_code == 422
+        assert "no memory change" in nothing.json()["error"]["message"]
+        with server.client(token=server.member_token(f"h-{time.monotonic_ns()}")) as other:
+            assert other.get("/v1/memory/history").json() == []
+            stolen = other.post("/v1/memory/revert", json={"change": changes[0]["id"]})
+            assert stolen.status_code == 404
+
+    shown = _cli(server, "history", fact["id"])
+    assert shown.returncode == 0, shown.stderr
+    assert "archived 'Drives a red car'" in shown.stdout
+    assert "changed 'Drives a blue car' -> 'Drives a red car'" in shown.stdout
+    assert _cli(server, "revert", str(changes[0]["id"])).returncode == 0
+    assert _cli(server, "revert", str(changes[1]["id"])).returncode == 0
+    neither = _cli(server, "revert")
+    assert neither.returncode == 2 and "give one change number" in neither.stderr
+    with server.client() as client:
+        (now,) = [f for f in client.get("/v1/memory/facts").json() if f["id"] == fact["id"]]
+    assert now["text"] == "Drives a blue car" and now["archived"] is False

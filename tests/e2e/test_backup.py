@@ -80,6 +80,12 @@ def test_a_restored_server_continues_the_conversation_with_the_computers_files(
                 f"/v1/conversations/{conversation}/messages",
                 json={"client_id": "m1", "text": "keep a note"},
             )
+            # Memory's history goes with the backup: a fact and the owner's correction.
+            fact = client.post("/v1/memory/facts", json={"text": "Lives in Berlin"}).json()
+            edited = client.patch(f"/v1/memory/facts/{fact['id']}", json={"text": "Lives in Bonn"})
+            assert edited.status_code == 200, edited.text
+            history = client.get("/v1/memory/history").json()
+            assert [c["action"] for c in history] == ["changed", "added"]
         wait_for(lambda: "saved" in _bodies(server, conversation), timeout=90)
         homes = server.data_dir / "homes"
         (note,) = homes.glob("*/n.txt")
@@ -105,6 +111,11 @@ def test_a_restored_server_continues_the_conversation_with_the_computers_files(
     try:
         assert _bodies(server, conversation)[-1] == "saved"
         with server.client() as client:
+            assert client.get("/v1/memory/history").json() == history
+            undone = client.post("/v1/memory/revert", json={"change": history[0]["id"]})
+            assert undone.status_code == 200, undone.text
+            facts = client.get("/v1/memory/facts").json()
+            assert [f["text"] for f in facts] == ["Lives in Berlin"]
             sent = client.post(
                 f"/v1/conversations/{conversation}/messages",
                 json={"client_id": "m2", "text": "what did you keep?"},

@@ -31,6 +31,7 @@ ItemKind = Literal[
     "stopped_turn",
     "budget_stop",
     "connector_change",
+    "memory_suggestion",
 ]
 
 

@@ -4,7 +4,7 @@ Another user's items answer 404; bad input answers 422 saying what to send."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
@@ -12,8 +12,8 @@ from sqlalchemy import select
 
 from nightowl.api.auth import CurrentUser, database_of
 from nightowl.api.errors import ApiError
-from nightowl.api.inputs import PathId, RequestBody, SafeText
-from nightowl.memory import facts, notes, skills, worklog
+from nightowl.api.inputs import Id, PathId, RequestBody, SafeText
+from nightowl.memory import facts, notes, skills, versions, worklog
 from nightowl.memory.hybrid import search_memory
 from nightowl.memory.search import Kind
 from nightowl.store.memory_tables import MemoryConsolidation
@@ -341,3 +341,68 @@ def list_consolidations(user: CurrentUser, request: Request) -> list[Consolidati
             )
             for r in rows
         ]
+
+
+class ChangeOut(BaseModel):
+    """One change to a fact, skill or note: its state before and after (null: it did not
+    exist), who made it, from which turn and message, and that source's trust."""
+
+    id: int
+    kind: str  # fact | skill | note
+    item_id: str
+    action: str  # added | changed | archived | restored | removed | reverted
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    author: str  # owner | agent | memory_pass | upkeep
+    turn_id: str | None
+    conversation_id: str | None
+    message_id: str | None
+    trust: str
+    created_at: datetime
+    reverted_by: int | None  # the change that undid this one, if any
+
+    @classmethod
+    def of(cls, version: versions.Version) -> ChangeOut:
+        return cls(**vars(version))
+
+
+class RevertRequest(RequestBody):
+    """Body of `POST /v1/memory/revert`: one change (its id), or everything one turn or one
+    message wrote; exactly one of them."""
+
+    change: int | None = Field(default=None, ge=1)
+    turn_id: Id | None = None
+    message_id: Id | None = None
+
+
+@routes.get("/history")
+def memory_history(
+    user: CurrentUser,
+    request: Request,
+    item_id: Annotated[Id | None, Query(description="Only this fact, skill or note.")] = None,
+    turn_id: Annotated[Id | None, Query(description="Only what this turn changed.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> list[ChangeOut]:
+    """Every change to the caller's facts, skills and notes, newest first."""
+    with database_of(request).read() as session:
+        found = versions.history(session, user.id, item_id=item_id, turn_id=turn_id, limit=limit)
+    return [ChangeOut.of(v) for v in found]
+
+
+@routes.post("/revert")
+def revert_memory(body: RevertRequest, user: CurrentUser, request: Request) -> list[ChangeOut]:
+    """Undo one change, or everything one turn or one message wrote (newest first, all or
+    nothing): each item goes back to its state before. 422 when an item changed since (undo
+    the later change first) or there is nothing to undo. The reverts are changes too."""
+    given = [body.change is not None, body.turn_id is not None, body.message_id is not None]
+    if sum(given) != 1:
+        one_of = "send exactly one of 'change', 'turn_id', 'message_id'"
+        raise ApiError(422, "invalid_request", one_of)
+    with database_of(request).write() as session:
+        if body.change is not None:
+            done = [versions.revert_change(session, user.id, body.change)]
+        else:
+            done = versions.revert_source(
+                session, user.id, turn_id=body.turn_id, message_id=body.message_id
+            )
+    return [ChangeOut.of(v) for v in done]

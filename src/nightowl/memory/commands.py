@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +55,18 @@ def add_commands(commands: Any, call_server: CallServer) -> None:
     search.add_argument("query")
     search.add_argument("--kind", action="append", choices=KINDS, help="limit to a kind")
     groups.add_parser("consolidations", help="how a full profile was consolidated")
+    changes = groups.add_parser(
+        "history", help="every change to facts, skills and notes (who, from what), newest first"
+    )
+    changes.add_argument("id", nargs="?", help="only this fact, skill or note")
+    changes.add_argument("--turn", help="only what this turn changed")
+    changes.add_argument("--limit", type=int, default=50)
+    undo = groups.add_parser(
+        "revert", help="undo one change (its number), or all one turn or message wrote"
+    )
+    undo.add_argument("change", nargs="?", type=int, help="the change's number (from history)")
+    undo.add_argument("--turn", help="every change this turn made")
+    undo.add_argument("--message", help="every change made from this message")
     memory.set_defaults(run=lambda args: run(args, call_server))
 
 
@@ -64,6 +77,12 @@ def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | None,
         return "GET", "/v1/memory/notes", None, None
     if group == "consolidations":
         return "GET", "/v1/memory/consolidations", None, None
+    if group == "history":
+        wanted = {"item_id": args.id, "turn_id": args.turn, "limit": args.limit}
+        return "GET", "/v1/memory/history", None, {k: v for k, v in wanted.items() if v}
+    if group == "revert":
+        given = {"change": args.change, "turn_id": args.turn, "message_id": args.message}
+        return "POST", "/v1/memory/revert", {k: v for k, v in given.items() if v}, None
     if group == "search":
         return "GET", "/v1/memory/search", None, {"q": args.query, "kind": args.kind or []}
     base = {"facts": "/v1/memory/facts", "log": "/v1/memory/log", "skills": "/v1/memory/skills"}
@@ -105,14 +124,43 @@ def _print(group: str, body: Any) -> None:
         elif group == "notes":
             trust = item.get("trust", "")
             print(f"{item['id']}  {trust:<9} until {item['expires_at'][:16]}  {item['text']}")
+        elif group in ("history", "revert"):
+            print(_change_line(item))
         elif group == "search":
             print(f"{item['kind']:<8} {item['at'][:10]}  {item['text'][:200]}")
         else:
             print(f"{item['created_at'][:16]}  {item['method']:<10} {item['detail']}")
 
 
+def _change_line(change: dict[str, Any]) -> str:
+    def text(state: dict[str, Any] | None) -> str:
+        if state is None:
+            return "(none)"
+        said = " ".join(str(state.get("text") or state.get("name") or "").split())
+        return repr(said if len(said) <= 80 else said[:79] + "…")
+
+    before, after = text(change["before"]), text(change["after"])
+    what = {
+        "added": f"added {after}",
+        "removed": f"removed {before}",
+        "archived": f"archived {before}",
+        "restored": f"brought back {after}",
+    }.get(change["action"], f"{change['action']} {before} -> {after}")
+    source = f" turn {change['turn_id']}" if change["turn_id"] else ""
+    undone = f"  [reverted by #{change['reverted_by']}]" if change["reverted_by"] else ""
+    return (
+        f"#{change['id']:<5} {change['created_at'][:16]}  {change['kind']:<5} "
+        f"{change['item_id']}  by {change['author']} ({change['trust']}){source}: {what}{undone}"
+    )
+
+
 def run(args: argparse.Namespace, call_server: CallServer) -> int:
     """Run a `nightowl memory` command against the server; exit 2 with the reason on failure."""
+    if args.memory_group == "revert":
+        chosen = [args.change is not None, bool(args.turn), bool(args.message)]
+        if sum(chosen) != 1:
+            print("give one change number, --turn TURN or --message MESSAGE", file=sys.stderr)
+            return 2
     response = call_server("memory", args.url, *_request(args))
     if response is None:
         return 2

@@ -13,6 +13,7 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from nightowl.memory.versions import OWNER, Author, record, snapshot
 from nightowl.safety.policy import SECRET_REF
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
@@ -126,10 +127,24 @@ def _check_room(session: Session, user_id: str, chars: int, replacing: int = 0) 
         )
 
 
+def author_of(source: Source | None, who: str) -> Author:
+    """The author of a change, from where the fact came from."""
+    if source is None:
+        return Author(who, trust="owner" if who == "owner" else "agent")
+    return Author(who, source.turn_id, source.conversation_id, source.message_id, source.trust)
+
+
 def add_fact(
-    session: Session, user_id: str, text: str, source: Source, created_by: str = "agent"
+    session: Session,
+    user_id: str,
+    text: str,
+    source: Source,
+    created_by: str = "agent",
+    *,
+    by: Author | None = None,
 ) -> FactInfo:
-    """Add a fact to the user's profile (ProfileFull when it would not fit)."""
+    """Add a fact to the user's profile (ProfileFull when it would not fit); a version
+    records it (`by`: who, from what; by default the creator and the source)."""
     if source.trust not in TRUST_LEVELS:
         raise Invalid(f"trust must be one of {', '.join(TRUST_LEVELS)}")
     cleaned = clean_text(text)
@@ -150,6 +165,8 @@ def add_fact(
     )
     session.add(row)
     session.flush()
+    by = by or author_of(source, created_by)
+    record(session, "fact", row.id, user_id, "added", None, snapshot(row), by)
     return _info(row)
 
 
@@ -166,10 +183,18 @@ def get_fact(session: Session, user_id: str, fact_id: str) -> FactInfo:
 
 
 def replace_fact(
-    session: Session, user_id: str, fact_id: str, text: str, source: Source | None = None
+    session: Session,
+    user_id: str,
+    fact_id: str,
+    text: str,
+    source: Source | None = None,
+    *,
+    by: Author | None = None,
 ) -> FactInfo:
-    """Rewrite a fact; a new source (and its trust) replaces the old one when given."""
+    """Rewrite a fact; a new source (and its trust) replaces the old one when given. The
+    version keeps what it said before (`by`: by default the owner for an owner's source)."""
     row = _row(session, user_id, fact_id)
+    before = snapshot(row)
     cleaned = clean_text(text)
     if row.archived_at is None:
         _check_room(session, user_id, len(cleaned), replacing=len(row.text))
@@ -181,27 +206,39 @@ def replace_fact(
         row.source_message_id = source.message_id
         row.source_turn_id = source.turn_id
     session.flush()
+    owners = source is not None and source.trust == "owner" and not source.turn_id
+    by = by or author_of(source, "owner" if owners else "agent")
+    record(session, "fact", fact_id, user_id, "changed", before, snapshot(row), by)
     return _info(row)
 
 
-def remove_fact(session: Session, user_id: str, fact_id: str) -> FactInfo:
-    """Delete a fact for good; returns what it was."""
+def remove_fact(session: Session, user_id: str, fact_id: str, *, by: Author = OWNER) -> FactInfo:
+    """Delete a fact (its versions keep what it said: a revert brings it back); returns
+    what it was."""
     row = _row(session, user_id, fact_id)
-    info = _info(row)
+    info, before = _info(row), snapshot(row)
     session.delete(row)
     session.flush()
+    record(session, "fact", fact_id, user_id, "removed", before, None, by)
     return info
 
 
-def set_archived(session: Session, user_id: str, fact_id: str, archived: bool) -> FactInfo:
+def set_archived(
+    session: Session, user_id: str, fact_id: str, archived: bool, *, by: Author = OWNER
+) -> FactInfo:
     """Archive a fact (out of the profile, still searchable) or bring it back (if it fits)."""
     row = _row(session, user_id, fact_id)
+    before = snapshot(row)
     if archived and row.archived_at is None:
         row.archived_at = utcnow()
     elif not archived and row.archived_at is not None:
         _check_room(session, user_id, len(row.text))
         row.archived_at = None
+    else:
+        return _info(row)
     session.flush()
+    action = "archived" if archived else "restored"
+    record(session, "fact", fact_id, user_id, action, before, snapshot(row), by)
     return _info(row)
 
 

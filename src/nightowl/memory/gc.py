@@ -8,10 +8,11 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.memory.notes import delete_expired
+from nightowl.memory.versions import Author, record, snapshot
 from nightowl.store.database import Database
 from nightowl.store.memory_tables import MemoryFact, WorkLogEntry
 from nightowl.store.tables import utcnow
@@ -34,14 +35,18 @@ def collect(session: Session, archive_days: float, now: datetime | None = None) 
     moment = now or utcnow()
     cutoff = moment - timedelta(days=archive_days)
     notes = delete_expired(session, moment)
-    facts = session.execute(
-        update(MemoryFact)
-        .where(
+    stale = session.scalars(
+        select(MemoryFact).where(
             MemoryFact.archived_at.is_(None),
             func.coalesce(MemoryFact.last_used_at, MemoryFact.updated_at) < cutoff,
         )
-        .values(archived_at=moment)
-    )
+    ).all()
+    for fact in stale:  # each archive is a version (a revert brings the fact back)
+        before = snapshot(fact)
+        fact.archived_at = moment
+        session.flush()
+        by = Author("upkeep", trust="owner")
+        record(session, "fact", fact.id, fact.user_id, "archived", before, snapshot(fact), by)
     entries = session.execute(
         update(WorkLogEntry)
         .where(
@@ -52,7 +57,7 @@ def collect(session: Session, archive_days: float, now: datetime | None = None) 
     )
     return Collected(
         notes,
-        int(facts.rowcount or 0),  # type: ignore[attr-defined]
+        len(stale),
         int(entries.rowcount or 0),  # type: ignore[attr-defined]
     )
 

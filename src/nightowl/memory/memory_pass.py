@@ -38,12 +38,14 @@ from nightowl.memory.plan import (
     drop_least_used,
     fits,
 )
+from nightowl.memory.versions import Author
 from nightowl.memory.worklog import write_entry
 from nightowl.models.base import ModelReply, ModelRequest, Usage
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import MemoryConsolidation, MemoryPassRecord
+from nightowl.store.outbox import deliver_to_user
 from nightowl.store.tables import Message, utcnow
 from nightowl.store.transcript import load_turn_entries
 
@@ -99,6 +101,9 @@ class PassResult:
     rejected: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     consolidations: list[dict[str, Any]] = field(default_factory=list)
+    # Changes to the owner's own facts the pass proposed but did not make (a turn that read
+    # outside text, or a source that is not the owner): the owner decides.
+    suggested: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -108,6 +113,7 @@ class PassResult:
             "removed": self.removed,
             "rejected": self.rejected,
             "ignored": self.ignored,
+            "suggested": self.suggested,
             "consolidations": len(self.consolidations),
         }
 
@@ -234,6 +240,36 @@ async def plan_pass(
     return items, ops, result, replies
 
 
+def suggestion_notice(suggested: list[str]) -> str:
+    """The owner's notice of changes to their facts that wait for them."""
+    lines = "\n".join(f"- {s}" for s in suggested)
+    return (
+        "Memory kept what you told me: this turn read text not from you, and from it I would "
+        f"have changed your own facts as follows.\n{lines}\nIf one is right, change the fact "
+        "yourself (the Memory page, or `nightowl memory facts edit ID TEXT`)."
+    )
+
+
+def _pass_trust(given: PassInput) -> str:
+    return "untrusted" if given.tainted else "owner"
+
+
+def _owners_fact_kept(given: PassInput, old: Item, new: Item | None, result: PassResult) -> bool:
+    """Whether a fact the owner stated stays as it is although the pass would remove it
+    (`new` None) or rewrite it: a pass of a turn that read outside text, or a rewrite from a
+    source that is not the owner, never replaces the owner's word; the proposal is kept in
+    the pass's record as a suggestion for the owner (`suggested`)."""
+    if old.trust != "owner":
+        return False
+    if new is not None and new.trust == "owner" and not given.tainted:
+        return False
+    if new is None and not given.tainted:
+        return False
+    proposal = f"remove {old.text!r}" if new is None else f"change {old.text!r} to {new.text!r}"
+    result.suggested.append(proposal)
+    return True
+
+
 def write_pass(
     session: Session,
     given: PassInput,
@@ -254,10 +290,13 @@ def write_pass(
         return False
     shown = {i.number: i for i in given.items}
     final = {i.number: i for i in planned}
+    pass_author = Author("memory_pass", turn_id, conversation_id, trust=_pass_trust(given))
     for number, item in shown.items():
         if number not in final and item.fact_id is not None:
+            if _owners_fact_kept(given, item, None, result):
+                continue
             try:
-                remove_fact(session, user_id, item.fact_id)
+                remove_fact(session, user_id, item.fact_id, by=pass_author)
                 result.removed += 1
             except NotFound:
                 pass  # deleted meanwhile (say, by the owner)
@@ -265,6 +304,10 @@ def write_pass(
     def source(item: Item) -> Source:
         message = given.message_ids.get(item.message_id or "")
         return Source(item.trust, conversation_id, message, turn_id)
+
+    def author(item: Item) -> Author:
+        found = source(item)
+        return Author("memory_pass", turn_id, conversation_id, found.message_id, found.trust)
 
     used = []
     # Shrinking rewrites first, then growing ones, then new facts: every step stays in bounds.
@@ -279,11 +322,15 @@ def write_pass(
         old = shown.get(item.number)
         try:
             if old is None:
-                add_fact(session, user_id, item.text, source(item))
+                add_fact(session, user_id, item.text, source(item), by=author(item))
                 result.added += 1
                 continue
             if (item.text, item.trust) != (old.text, old.trust) and item.fact_id:
-                replace_fact(session, user_id, item.fact_id, item.text, source(item))
+                if _owners_fact_kept(given, old, item, result):
+                    continue
+                replace_fact(
+                    session, user_id, item.fact_id, item.text, source(item), by=author(item)
+                )
                 result.replaced += 1
             if item.use_count > old.use_count and item.fact_id:
                 used.append(item.fact_id)
@@ -294,6 +341,15 @@ def write_pass(
         except NotFound:
             result.ignored.append(f"fact {item.number} was deleted meanwhile")
     mark_facts_used(session, user_id, used)
+    if result.suggested:
+        deliver_to_user(
+            session,
+            conversation_id,
+            key=f"memory-suggestion:{turn_id}",
+            body=suggestion_notice(result.suggested),
+            turn_id=turn_id,
+            role="notice",
+        )
     if result.rejected:
         result.consolidations.append(
             _consolidation("rejected", [], [], "no room: " + "; ".join(result.rejected)[:2000])

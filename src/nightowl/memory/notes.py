@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from nightowl.memory.versions import OWNER, Author, record, snapshot
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import keyed_id, new_id
 from nightowl.store.memory_tables import MemoryNote
@@ -52,6 +53,8 @@ def write_note(
     conversation_id: str | None = None,
     key: str | None = None,
     trust: str = "agent",
+    *,
+    by: Author | None = None,
 ) -> NoteInfo:
     """Keep a note for `expires_in_minutes` (1 minute to 7 days), as trusted as the turn that
     wrote it; once per `key` (a tool call run again after a crash finds the note it made)."""
@@ -77,6 +80,8 @@ def write_note(
     )
     session.add(row)
     session.flush()
+    by = by or Author("agent", conversation_id=conversation_id, trust=trust)
+    record(session, "note", note_id, user_id, "added", None, snapshot(row), by)
     return _info(row)
 
 
@@ -95,8 +100,10 @@ def delete_note(session: Session, user_id: str, note_id: str) -> None:
     row = session.get(MemoryNote, note_id)
     if row is None or row.user_id != user_id:
         raise NotFound(f"no note {note_id}")
+    before = snapshot(row)
     session.delete(row)
     session.flush()
+    record(session, "note", note_id, user_id, "removed", before, None, OWNER)
 
 
 def delete_expired(session: Session, now: datetime | None = None) -> int:

@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from nightowl.memory.versions import OWNER, Author, record, snapshot
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import Skill
@@ -76,12 +77,15 @@ def write_skill(
     body: str,
     created_by: str,
     trust: str | None = None,
+    *,
+    by: Author | None = None,
 ) -> SkillInfo:
     """Create or rewrite the skill `name`. The owner's skills are approved (trust owner); a
     skill the agent writes or rewrites waits for the owner's review, with `trust` (agent, or
     untrusted when written in a turn that read outside text)."""
     name, description, body = _check(name, description, body)
     row = session.scalar(select(Skill).where(Skill.user_id == user_id, Skill.name == name))
+    before = snapshot(row) if row is not None else None
     now = utcnow()
     if row is None:
         row = Skill(id=new_id("skill"), user_id=user_id, name=name, created_at=now)
@@ -91,6 +95,9 @@ def write_skill(
     row.approved = created_by == "owner"
     row.trust = "owner" if created_by == "owner" else (trust or "agent")
     session.flush()
+    action = "added" if before is None else "changed"
+    by = by or (OWNER if created_by == "owner" else Author(created_by, trust=row.trust))
+    record(session, "skill", row.id, user_id, action, before, snapshot(row), by)
     return _info(row)
 
 
@@ -127,6 +134,7 @@ def edit_skill(
     """The owner corrects or reviews a skill; their rewrite of its text makes it theirs
     (approving leaves its trust as it was)."""
     row = _row(session, user_id, skill_id)
+    before = snapshot(row)
     _, new_description, new_body = _check(
         row.name, description or row.description, body or row.body
     )
@@ -136,13 +144,19 @@ def edit_skill(
     if approved is not None:
         row.approved = approved
     session.flush()
+    after = snapshot(row)
+    if after != before:
+        record(session, "skill", skill_id, user_id, "changed", before, after, OWNER)
     return _info(row)
 
 
 def delete_skill(session: Session, user_id: str, skill_id: str) -> None:
-    """Delete a skill."""
-    session.delete(_row(session, user_id, skill_id))
+    """Delete a skill (its versions keep it: a revert brings it back)."""
+    row = _row(session, user_id, skill_id)
+    before = snapshot(row)
+    session.delete(row)
     session.flush()
+    record(session, "skill", skill_id, user_id, "removed", before, None, OWNER)
 
 
 def skill_lines(session: Session, user_id: str) -> list[tuple[str, str, bool, str]]:

@@ -22,7 +22,14 @@ from nightowl.store.questions import controls_of
 from nightowl.store.tables import Conversation, Message, Trigger, Turn, utcnow
 
 QUESTION_KINDS = ("approval", "question", "draft")
-NOTICE_KINDS = ("helper_report", "failed_turn", "stopped_turn", "budget_stop", "connector_change")
+NOTICE_KINDS = (
+    "helper_report",
+    "failed_turn",
+    "stopped_turn",
+    "budget_stop",
+    "connector_change",
+    "memory_suggestion",
+)
 KINDS = QUESTION_KINDS + NOTICE_KINDS
 
 

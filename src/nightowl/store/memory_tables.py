@@ -163,3 +163,30 @@ class MemoryVector(Base):
     user_id: Mapped[str] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(100))
     vector: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class MemoryVersion(Base):
+    """One change to a profile fact, skill or note: what it was before and after (null: it
+    did not exist), who made it, in which turn and from which message, and that source's
+    trust. A revert is a change too, and marks the change it undid (`reverted_by`)."""
+
+    __tablename__ = "memory_versions"
+    __table_args__ = (
+        Index("ix_memory_versions_item", "user_id", "kind", "item_id"),
+        Index("ix_memory_versions_turn", "user_id", "turn_id"),
+    )
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(8))  # fact | skill | note
+    item_id: Mapped[str] = mapped_column(String(64))
+    # added | changed | archived | restored | removed | reverted
+    action: Mapped[str] = mapped_column(String(16))
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    author: Mapped[str] = mapped_column(String(16))  # owner | agent | memory_pass | upkeep
+    turn_id: Mapped[str | None] = mapped_column(String(200), default=None)
+    conversation_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    message_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    trust: Mapped[str] = mapped_column(String(16), default="owner")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    reverted_by: Mapped[int | None] = mapped_column(BigInteger, default=None)

@@ -17,6 +17,7 @@ from nightowl.memory.skills import (
     skill_by_name,
     write_skill,
 )
+from nightowl.memory.versions import Author
 from nightowl.memory.worklog import mark_used as mark_log_used
 from nightowl.safety.provenance import written_trust
 from nightowl.store.errors import StoreError
@@ -95,6 +96,7 @@ class WriteNoteArgs(BaseModel):
 async def _write_note(args: WriteNoteArgs, ctx: ToolContext) -> ToolResult:
     def store() -> str:
         with ctx.database.write() as session:
+            trust = written_trust(session, ctx.conversation_id)
             note = write_note(
                 session,
                 ctx.owner_id,
@@ -102,7 +104,8 @@ async def _write_note(args: WriteNoteArgs, ctx: ToolContext) -> ToolResult:
                 args.expires_in_minutes,
                 ctx.conversation_id,
                 key=f"{ctx.turn_id}:{ctx.call_id}",
-                trust=written_trust(session, ctx.conversation_id),
+                trust=trust,
+                by=Author("agent", ctx.turn_id or None, ctx.conversation_id, trust=trust),
             )
             return f"{note.expires_at:%Y-%m-%d %H:%M} UTC"
 
@@ -158,8 +161,9 @@ async def _write_skill(args: WriteSkillArgs, ctx: ToolContext) -> ToolResult:
     def store() -> None:
         with ctx.database.write() as session:
             trust = written_trust(session, ctx.conversation_id)
+            by = Author("agent", ctx.turn_id or None, ctx.conversation_id, trust=trust)
             write_skill(
-                session, ctx.owner_id, args.name, args.description, args.body, "agent", trust
+                session, ctx.owner_id, args.name, args.description, args.body, "agent", trust, by=by
             )
 
     try:

@@ -11,6 +11,7 @@ const LABELS = {
   stopped_turn: "Stopped",
   budget_stop: "Budget stop",
   connector_change: "Connector changed",
+  memory_suggestion: "Memory suggestion",
 };
 
 function el(tag, className, text) {

@@ -1,0 +1,260 @@
+"""Every change to memory, and undoing it: profile facts, skills and notes.
+
+Each write of a fact, skill or note (by the owner, a tool in a turn, the memory pass, or
+upkeep that archives unused facts) records a version in the same transaction: the item's
+state before and after (None: it did not exist), the author, the turn, conversation and
+message it came from, and that source's trust. How often a fact is used is not content and is
+not versioned.
+
+A revert puts an item back as it was before a change, and is itself a version (so it can be
+reverted in turn). It refuses, naming the later change, when the item changed since: undo
+the later change first (nothing is overwritten silently). Reverting a turn or a message
+reverts every change it made, newest first, all or nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import DateTime, select
+from sqlalchemy.orm import Session
+
+from nightowl.store.errors import Invalid, NotFound
+from nightowl.store.memory_tables import MemoryFact, MemoryNote, MemoryVersion, Skill
+from nightowl.store.tables import UtcDateTime, utcnow
+
+KINDS: dict[str, type[MemoryFact] | type[MemoryNote] | type[Skill]] = {
+    "fact": MemoryFact,
+    "skill": Skill,
+    "note": MemoryNote,
+}
+USAGE = frozenset({"last_used_at", "use_count"})  # how much it is used: not content
+AUTHORS = ("owner", "agent", "memory_pass", "upkeep")
+
+
+@dataclass(frozen=True)
+class Author:
+    """Who changed memory, and from what: the turn, conversation and message, and the trust
+    of that source."""
+
+    who: str = "agent"
+    turn_id: str | None = None
+    conversation_id: str | None = None
+    message_id: str | None = None
+    trust: str = "agent"
+
+
+OWNER = Author("owner", trust="owner")
+
+
+@dataclass(frozen=True)
+class Version:
+    """One recorded change."""
+
+    id: int
+    kind: str
+    item_id: str
+    action: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    author: str
+    turn_id: str | None
+    conversation_id: str | None
+    message_id: str | None
+    trust: str
+    created_at: datetime
+    reverted_by: int | None
+
+
+def _info(row: MemoryVersion) -> Version:
+    return Version(
+        row.id,
+        row.kind,
+        row.item_id,
+        row.action,
+        row.before,
+        row.after,
+        row.author,
+        row.turn_id,
+        row.conversation_id,
+        row.message_id,
+        row.trust,
+        row.created_at,
+        row.reverted_by,
+    )
+
+
+def snapshot(row: MemoryFact | MemoryNote | Skill) -> dict[str, Any]:
+    """The item's content as stored (timestamps as ISO text), without its usage counts."""
+    state: dict[str, Any] = {}
+    for column in row.__table__.columns:
+        if column.name in USAGE:
+            continue
+        value = getattr(row, column.key)
+        state[column.name] = value.isoformat() if isinstance(value, datetime) else value
+    return state
+
+
+def kind_of(row: MemoryFact | MemoryNote | Skill) -> str:
+    return next(kind for kind, table in KINDS.items() if isinstance(row, table))
+
+
+def record(
+    session: Session,
+    kind: str,
+    item_id: str,
+    user_id: str,
+    action: str,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    by: Author,
+) -> MemoryVersion:
+    """Record one change (in the caller's transaction)."""
+    row = MemoryVersion(
+        user_id=user_id,
+        kind=kind,
+        item_id=item_id,
+        action=action,
+        before=before,
+        after=after,
+        author=by.who,
+        turn_id=by.turn_id,
+        conversation_id=by.conversation_id,
+        message_id=by.message_id,
+        trust=by.trust,
+        created_at=utcnow(),
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def history(
+    session: Session,
+    user_id: str,
+    *,
+    item_id: str | None = None,
+    turn_id: str | None = None,
+    limit: int = 200,
+) -> list[Version]:
+    """The user's memory changes, newest first (of one item, or of one turn)."""
+    query = select(MemoryVersion).where(MemoryVersion.user_id == user_id)
+    if item_id is not None:
+        query = query.where(MemoryVersion.item_id == item_id)
+    if turn_id is not None:
+        query = query.where(MemoryVersion.turn_id == turn_id)
+    rows = session.scalars(query.order_by(MemoryVersion.id.desc()).limit(limit))
+    return [_info(row) for row in rows]
+
+
+def _restore(session: Session, kind: str, item_id: str, state: dict[str, Any] | None) -> None:
+    """Put the item in `state` (None: delete it); usage counts stay as they are."""
+    table = KINDS[kind]
+    row = session.get(table, item_id)
+    if state is None:
+        if row is not None:
+            session.delete(row)
+        session.flush()
+        return
+    if row is None:
+        row = table()
+        session.add(row)
+    for column in table.__table__.columns:
+        if column.name in USAGE or column.name not in state:
+            continue
+        value = state[column.name]
+        if isinstance(value, str) and isinstance(column.type, UtcDateTime | DateTime):
+            value = datetime.fromisoformat(value)
+        setattr(row, column.key, value)
+    session.flush()
+
+
+def _current(session: Session, kind: str, item_id: str) -> dict[str, Any] | None:
+    row = cast("MemoryFact | MemoryNote | Skill | None", session.get(KINDS[kind], item_id))
+    return snapshot(row) if row is not None else None
+
+
+def _latest(session: Session, change: MemoryVersion) -> MemoryVersion:
+    newest = session.scalar(
+        select(MemoryVersion)
+        .where(
+            MemoryVersion.user_id == change.user_id,
+            MemoryVersion.kind == change.kind,
+            MemoryVersion.item_id == change.item_id,
+        )
+        .order_by(MemoryVersion.id.desc())
+        .limit(1)
+    )
+    assert newest is not None
+    return newest
+
+
+def _undo(session: Session, change: MemoryVersion) -> MemoryVersion:
+    if change.reverted_by is not None:
+        raise Invalid(f"change {change.id} was reverted already (by change {change.reverted_by})")
+    # Later changes that were reverted leave the item as this change left it; the state is
+    # what decides.
+    if _current(session, change.kind, change.item_id) != change.after:
+        newest = _latest(session, change)
+        raise Invalid(
+            f"the {change.kind} {change.item_id} changed after change {change.id} (change "
+            f"{newest.id}, {newest.action} by {newest.author}): revert that one first"
+        )
+    _restore(session, change.kind, change.item_id, change.before)
+    undone = record(
+        session,
+        change.kind,
+        change.item_id,
+        change.user_id,
+        "reverted",
+        change.after,
+        change.before,
+        Author("owner", trust="owner"),
+    )
+    change.reverted_by = undone.id
+    if change.action == "reverted":  # undoing a revert: the change it undid stands again
+        for redone in session.scalars(
+            select(MemoryVersion).where(MemoryVersion.reverted_by == change.id)
+        ):
+            redone.reverted_by = None
+    session.flush()
+    return undone
+
+
+def revert_change(session: Session, user_id: str, version_id: int) -> Version:
+    """Put an item back as it was before one change (Invalid when it changed since)."""
+    change = session.get(MemoryVersion, version_id)
+    if change is None or change.user_id != user_id:
+        raise NotFound(f"no memory change {version_id}")
+    return _info(_undo(session, change))
+
+
+def revert_source(
+    session: Session,
+    user_id: str,
+    *,
+    turn_id: str | None = None,
+    message_id: str | None = None,
+) -> list[Version]:
+    """Revert every change one turn (or one message) made, newest first, all or nothing
+    (Invalid, with nothing changed, when an item changed since or nothing is there)."""
+    if (turn_id is None) == (message_id is None):
+        raise Invalid("give a turn or a message whose memory changes to revert")
+    query = select(MemoryVersion).where(
+        MemoryVersion.user_id == user_id,
+        MemoryVersion.reverted_by.is_(None),
+        MemoryVersion.action != "reverted",
+    )
+    if turn_id is not None:
+        query = query.where(MemoryVersion.turn_id == turn_id)
+    else:
+        query = query.where(MemoryVersion.message_id == message_id)
+    changes = list(session.scalars(query.order_by(MemoryVersion.id.desc())))
+    if not changes:
+        named = f"turn {turn_id}" if turn_id is not None else f"message {message_id}"
+        raise Invalid(f"{named} made no memory change that is not reverted already")
+    # A savepoint: a refusal part-way leaves nothing undone, whatever the caller does next.
+    with session.begin_nested():
+        return [_info(_undo(session, change)) for change in changes]
