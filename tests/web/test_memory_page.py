@@ -8,7 +8,9 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import BrowserContext, expect
 
+from nightowl.memory.facts import Source, add_fact
 from nightowl.memory.notes import write_note
+from nightowl.memory.versions import Author
 from nightowl.memory.worklog import write_entry
 from nightowl.store.database import Database
 from tests.server import ServerProcess
@@ -102,3 +104,47 @@ def test_memory_made_from_outside_text_is_marked(
     corrected = log.locator("li", has_text="I declined")
     expect(corrected).to_be_visible()
     expect(corrected).not_to_contain_text("untrusted")
+
+
+def test_the_owner_reverts_a_change_and_a_turn_from_the_history(
+    contexts: Callable[..., BrowserContext], serve: Callable[..., ServerProcess]
+) -> None:
+    server = serve()
+    with server.client() as http:
+        owner = http.get("/v1/me").json()["id"]
+        fact = http.post("/v1/memory/facts", json={"text": "Lives in Berlin"}).json()
+        http.patch(f"/v1/memory/facts/{fact['id']}", json={"text": "Lives in Bonn"})
+    # As the memory pass of a turn that read a webhook would have written them.
+    store = Database(f"sqlite:///{server.data_dir / 'nightowl.db'}")
+    by = Author("memory_pass", "turn_web1", trust="untrusted")
+    with store.write() as session:
+        add_fact(session, owner, "Pays invoices on Fridays", Source("untrusted"), by=by)
+        add_fact(session, owner, "Banks with Evil Bank", Source("untrusted"), by=by)
+    store.dispose()
+
+    page = contexts().new_page()
+    page.goto(f"{server.url}/#token={server.token}")
+    page.wait_for_selector("#connection[data-state=live]")
+    page.get_by_role("link", name="Memory").click()
+    facts = page.get_by_role("list", name="Profile facts")
+    expect(facts).to_contain_text("Banks with Evil Bank")
+    history = page.get_by_role("list", name="History")
+    planted = history.locator("li", has_text="added “Banks with Evil Bank”")
+    expect(planted).to_contain_text("by memory pass · from untrusted content")
+
+    planted.get_by_role("button", name="Revert turn").click()
+    expect(facts).not_to_contain_text("Evil Bank")
+    expect(facts).not_to_contain_text("Fridays")
+    expect(planted).to_contain_text("reverted by #")
+
+    # A change with a later one standing cannot be undone, and the page says why.
+    history.locator("li", has_text="added “Lives in Berlin”").get_by_role(
+        "button", name="Revert"
+    ).click()
+    expect(page.get_by_role("alert")).to_contain_text("revert that one first")
+    expect(facts).to_contain_text("Lives in Bonn")
+
+    edit = history.locator("li", has_text="“Lives in Berlin” → “Lives in Bonn”")
+    edit.get_by_role("button", name="Revert").click()
+    expect(facts).to_contain_text("Lives in Berlin")
+    expect(facts).not_to_contain_text("Bonn")

@@ -112,17 +112,61 @@ function noteItem(note) {
   return item;
 }
 
+function said(state) {
+  if (!state) return "(none)";
+  const text = String(state.text || state.name || "").replace(/\s+/g, " ");
+  return `“${text.length > 80 ? `${text.slice(0, 79)}…` : text}”`;
+}
+
+const ACTIONS = {
+  added: (c) => `added ${said(c.after)}`,
+  removed: (c) => `removed ${said(c.before)}`,
+  archived: (c) => `archived ${said(c.before)}`,
+  restored: (c) => `brought back ${said(c.after)}`,
+};
+
+function changeItem(change) {
+  const item = element("li", "memory-item");
+  item.dataset.id = String(change.id);
+  const what = (ACTIONS[change.action] || ((c) => `${c.action} ${said(c.before)} → ${said(c.after)}`))(change);
+  const who = change.author === "memory_pass" ? "memory pass" : change.author;
+  const from = change.trust === "untrusted" ? " · from untrusted content" : "";
+  const when = new Date(change.created_at).toLocaleString();
+  item.append(
+    element("span", "memory-text", `${change.kind}: ${what}`),
+    element("span", "memory-meta", `#${change.id} · ${when} · by ${who}${from}`),
+  );
+  if (change.reverted_by) {
+    item.append(element("span", "memory-meta", `reverted by #${change.reverted_by}`));
+    return item;
+  }
+  item.append(
+    button("Revert", () =>
+      act(() => request("POST", "/v1/memory/revert", { change: change.id })),
+    ),
+  );
+  if (change.turn_id) {
+    item.append(
+      button("Revert turn", () =>
+        act(() => request("POST", "/v1/memory/revert", { turn_id: change.turn_id })),
+      ),
+    );
+  }
+  return item;
+}
+
 function fill(list, items, render, empty) {
   list.replaceChildren(...(items.length ? items.map(render) : [element("li", "empty", empty)]));
 }
 
 async function load() {
-  const [summary, facts, skills, notes, log] = await Promise.all([
+  const [summary, facts, skills, notes, log, history] = await Promise.all([
     get("/v1/memory"),
     get("/v1/memory/facts"),
     get("/v1/memory/skills"),
     get("/v1/memory/notes"),
     get("/v1/memory/log?limit=100"),
+    get("/v1/memory/history?limit=100"),
   ]);
   $("profile-size").textContent =
     `${summary.facts}/${summary.max_facts} facts · ` +
@@ -131,6 +175,7 @@ async function load() {
   fill($("skills"), skills, skillItem, "No skills yet.");
   fill($("notes"), notes, noteItem, "No live notes.");
   fill($("log"), log, logItem, "No work logged yet.");
+  fill($("history"), history, changeItem, "No changes yet.");
 }
 
 $("fact-form").addEventListener("submit", (event) => {
