@@ -244,8 +244,8 @@ def suggestion_notice(suggested: list[str]) -> str:
     """The owner's notice of changes to their facts that wait for them."""
     lines = "\n".join(f"- {s}" for s in suggested)
     return (
-        "Memory kept what you told me: this turn read text not from you, and from it I would "
-        f"have changed your own facts as follows.\n{lines}\nIf one is right, change the fact "
+        "Memory kept what you told me. From text that did not come from you, I would have "
+        f"changed your own facts as follows:\n{lines}\nIf one is right, change the fact "
         "yourself (the Memory page, or `nightowl memory facts edit ID TEXT`)."
     )
 
