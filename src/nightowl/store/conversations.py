@@ -158,6 +158,17 @@ def list_conversations(session: Session, user_id: str) -> list[ConversationInfo]
     return [conversation_info(row) for row in rows]
 
 
+def latest_conversation_id(session: Session, user_id: str) -> str | None:
+    """The user's most recently active conversation (not a helper's), if any: where a notice
+    that arises outside any conversation reaches them."""
+    return session.scalar(
+        select(Conversation.id)
+        .where(Conversation.owner_id == user_id, Conversation.kind != "helper")
+        .order_by(Conversation.updated_at.desc())
+        .limit(1)
+    )
+
+
 def find_by_client_id(session: Session, conversation_id: str, client_id: str) -> MessageInfo | None:
     """The message a client already sent with this id, if any."""
     row = session.scalar(

@@ -225,6 +225,7 @@ def test_held_tools_are_shown_and_approved_through_the_api_and_the_cli(
                 assert made.status_code == 201, made.text
                 assert client.post("/v1/connectors/notes/test", timeout=60).json()["ok"]
                 assert client.get("/v1/connectors/notes/diff").json() == []
+                chat = client.post("/v1/conversations", json={}).json()["id"]
                 _rug_pull(notes)
                 # The server's open session lists again when it reconnects: remove the
                 # cached session by testing anew after a restart of the connection.
@@ -232,6 +233,9 @@ def test_held_tools_are_shown_and_approved_through_the_api_and_the_cli(
                 assert report["ok"]
                 assert [t["name"] for t in report["tools"]] == []
                 assert report["held"] == ["latest_note", "tidy_up"]
+                # Listed outside any conversation: the owner hears of it in their latest one.
+                inbox = client.get("/v1/inbox", params={"conversation_id": chat}).json()
+                assert [i["kind"] for i in inbox["items"]] == ["connector_change"]
                 assert client.get("/v1/connectors/notes").json()["held"] == [
                     "latest_note",
                     "tidy_up",

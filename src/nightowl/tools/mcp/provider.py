@@ -29,6 +29,7 @@ from nightowl.store.connectors import (
     record_listing,
     record_package,
 )
+from nightowl.store.conversations import latest_conversation_id
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
 from nightowl.tools.mcp.connections import (
@@ -273,18 +274,22 @@ class ConnectorProvider:
         self, connector: ConnectorInfo, tools: list[Any], scope: CallScope
     ) -> ConnectorInfo:
         """Store what the server listed; the connector as stored now. Tools that changed
-        since the owner approved them are held, and the conversation that listed them (if
-        any) gets a notice for the owner, once per set of changes."""
+        since the owner approved them are held, and the conversation that listed them (or,
+        listed outside any, the owner's most recent one) gets a notice for the owner, once
+        per set of changes."""
         listed = [stored_tool(t) for t in tools]
 
         def save() -> ConnectorInfo:
             with self.database.write() as session:
                 stored = record_listing(session, connector.owner_id, connector.name, listed)
-                if stored.held and scope.conversation_id:
+                where = scope.conversation_id or (
+                    latest_conversation_id(session, connector.owner_id) if stored.held else None
+                )
+                if stored.held and where:
                     changes = unapproved(stored.tools, stored.pinned)
                     deliver_to_user(
                         session,
-                        scope.conversation_id,
+                        where,
                         key=f"connector-change:{connector.name}:{changes_key(changes)}",
                         body=held_notice(connector.name, changes),
                         turn_id=scope.turn_id or None,
