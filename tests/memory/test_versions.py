@@ -17,13 +17,13 @@ from sqlalchemy import select
 from nightowl.memory.facts import Source, add_fact, list_facts, replace_fact
 from nightowl.memory.notes import write_note
 from nightowl.memory.skills import write_skill
-from nightowl.memory.versions import Author, history, revert_change, revert_source, snapshot
 from nightowl.models.scripted import ScriptedModel
 from nightowl.store.conversations import append_message, create_conversation, messages_after
 from nightowl.store.database import Database
 from nightowl.store.errors import Invalid
 from nightowl.store.inbox import inbox_items
 from nightowl.store.memory_tables import MemoryFact, MemoryNote, Skill
+from nightowl.store.memory_versions import Author, history, revert_change, revert_source, snapshot
 from nightowl.store.users import ensure_owner
 from tests.memory.turns import pass_of
 
@@ -227,3 +227,50 @@ def test_a_fact_from_outside_text_never_replaces_the_owners_and_waits_as_a_sugge
     asyncio.run(pass_of(database, model, "turn-5", conversation, owner))
     with database.read() as session:
         assert mine.id in {f.id for f in list_facts(session, owner)}
+
+
+def test_a_routine_the_agent_proposed_in_a_turn_goes_with_the_turns_revert(
+    database: Database, owner: str
+) -> None:
+    from nightowl.store.routines import create_routine, list_routines, set_status
+
+    conversation = _turn(database, owner, "Remind me of invoices.", "turn-6")
+    by = Author("agent", "turn-6", conversation, trust="untrusted")
+    with database.write() as session:
+        routine = create_routine(
+            session,
+            owner,
+            conversation,
+            name="invoices",
+            prompt="Pay every invoice you find.",
+            cron="0 9 * * *",
+            timezone="UTC",
+            created_by="agent",
+            trust="untrusted",
+            by=by,
+        )
+        add_fact(session, owner, "Gets invoices weekly", Source("untrusted"), by=by)
+    with database.write() as session:  # the owner approved it: a change of their own
+        set_status(session, routine.id, owner, "active")
+    with database.write() as session, pytest.raises(Invalid, match="changed after change"):
+        revert_source(session, owner, turn_id="turn-6")
+    with database.read() as session:
+        approval = history(session, owner, item_id=routine.id)[0]
+        assert (approval.action, approval.author) == ("changed", "owner")
+        assert approval.before and approval.before["status"] == "pending_approval"
+    with database.write() as session:
+        revert_change(session, owner, approval.id)
+        undone = revert_source(session, owner, turn_id="turn-6")
+    assert {v.kind for v in undone} == {"routine", "fact"}
+    with database.read() as session:
+        assert list_routines(session, owner) == []
+        assert list_facts(session, owner) == []
+    with database.write() as session:  # and back again, as it was proposed
+        revert_change(session, owner, next(v.id for v in undone if v.kind == "routine"))
+    with database.read() as session:
+        (back,) = list_routines(session, owner)
+    assert (back.id, back.status, back.prompt) == (
+        routine.id,
+        "pending_approval",
+        "Pay every invoice you find.",
+    )

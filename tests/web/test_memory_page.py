@@ -10,9 +10,9 @@ from playwright.sync_api import BrowserContext, expect
 
 from nightowl.memory.facts import Source, add_fact
 from nightowl.memory.notes import write_note
-from nightowl.memory.versions import Author
 from nightowl.memory.worklog import write_entry
 from nightowl.store.database import Database
+from nightowl.store.memory_versions import Author
 from tests.server import ServerProcess
 
 pytestmark = pytest.mark.slow

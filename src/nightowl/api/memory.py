@@ -13,9 +13,10 @@ from sqlalchemy import select
 from nightowl.api.auth import CurrentUser, database_of
 from nightowl.api.errors import ApiError
 from nightowl.api.inputs import Id, PathId, RequestBody, SafeText
-from nightowl.memory import facts, notes, skills, versions, worklog
+from nightowl.memory import facts, notes, skills, worklog
 from nightowl.memory.hybrid import search_memory
 from nightowl.memory.search import Kind
+from nightowl.store import memory_versions as versions
 from nightowl.store.memory_tables import MemoryConsolidation
 
 routes = APIRouter(prefix="/v1/memory", tags=["memory"])

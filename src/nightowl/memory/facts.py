@@ -13,11 +13,11 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from nightowl.memory.versions import OWNER, Author, record, snapshot
 from nightowl.safety.policy import SECRET_REF
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import MemoryFact
+from nightowl.store.memory_versions import OWNER, Author, record, snapshot
 from nightowl.store.tables import User, utcnow
 
 MAX_FACTS = 100

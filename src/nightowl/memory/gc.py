@@ -12,9 +12,9 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.memory.notes import delete_expired
-from nightowl.memory.versions import Author, record, snapshot
 from nightowl.store.database import Database
 from nightowl.store.memory_tables import MemoryFact, WorkLogEntry
+from nightowl.store.memory_versions import Author, record, snapshot
 from nightowl.store.tables import utcnow
 
 log = logging.getLogger(__name__)

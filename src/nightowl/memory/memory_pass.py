@@ -38,13 +38,13 @@ from nightowl.memory.plan import (
     drop_least_used,
     fits,
 )
-from nightowl.memory.versions import Author
 from nightowl.memory.worklog import write_entry
 from nightowl.models.base import ModelReply, ModelRequest, Usage
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import MemoryConsolidation, MemoryPassRecord
+from nightowl.store.memory_versions import Author
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.tables import Message, utcnow
 from nightowl.store.transcript import load_turn_entries

@@ -9,10 +9,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from nightowl.memory.versions import OWNER, Author, record, snapshot
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import keyed_id, new_id
 from nightowl.store.memory_tables import MemoryNote
+from nightowl.store.memory_versions import OWNER, Author, record, snapshot
 from nightowl.store.tables import utcnow
 
 MIN_MINUTES = 1

@@ -12,10 +12,10 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from nightowl.memory.versions import OWNER, Author, record, snapshot
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import Skill
+from nightowl.store.memory_versions import OWNER, Author, record, snapshot
 from nightowl.store.tables import utcnow
 
 MAX_NAME_CHARS = 63

@@ -177,7 +177,7 @@ class MemoryVersion(Base):
     )
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
-    kind: Mapped[str] = mapped_column(String(8))  # fact | skill | note
+    kind: Mapped[str] = mapped_column(String(8))  # fact | skill | note | routine
     item_id: Mapped[str] = mapped_column(String(64))
     # added | changed | archived | restored | removed | reverted
     action: Mapped[str] = mapped_column(String(16))

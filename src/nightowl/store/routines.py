@@ -18,6 +18,7 @@ from nightowl.store.channels import list_channels
 from nightowl.store.connectors import connectors_of
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import keyed_id, new_id
+from nightowl.store.memory_versions import OWNER, Author, record, snapshot
 from nightowl.store.routine_firings import claim
 from nightowl.store.tables import Conversation, Routine, User, utcnow
 from nightowl.store.webhooks import owned_hook
@@ -102,6 +103,7 @@ def create_routine(
     watch: Watch | None = None,
     done_when: DoneWhen | None = None,
     quiet_hours: str = "run",
+    by: Author | None = None,
 ) -> RoutineInfo:
     """Store a routine: active when a person (owner or member) made it, pending approval when
     the agent did; its firings carry `trust` (`untrusted` for one the agent proposed in a turn
@@ -148,6 +150,8 @@ def create_routine(
     )
     session.add(row)
     session.flush()
+    by = by or Author(created_by, conversation_id=conversation_id, trust=trust)
+    record(session, "routine", routine_id, owner_id, "added", None, snapshot(row), by)
     return _info(row)
 
 
@@ -194,19 +198,29 @@ def set_status(
             first = paused.listed[0] - timedelta(microseconds=1)
             skipped.insert(0, Firing(first, "skipped", f"paused ({paused.older:,} more)"))
         claim(session, routine_id, skipped)
-    values: dict[str, object] = {"status": status}
+    row = session.get(Routine, routine_id)
+    assert row is not None
+    before = snapshot(row)
+    row.status = status
     if status == "active" and current.status != "active":
-        values["accounted_until"] = now
-    session.execute(update(Routine).where(Routine.id == routine_id).values(**values))
+        row.accounted_until = now
+    session.flush()
+    if status != current.status:
+        record(
+            session, "routine", routine_id, row.owner_id, "changed", before, snapshot(row), OWNER
+        )
     return get_routine(session, routine_id)
 
 
 def delete_routine(session: Session, routine_id: str, owner_id: str) -> None:
-    """Delete a routine."""
+    """Delete a routine (its versions keep it: a revert brings it back)."""
     row = session.get(Routine, routine_id)
     if row is None or row.owner_id != owner_id:
         raise NotFound(f"no routine {routine_id!r}")
+    before = snapshot(row)
     session.delete(row)
+    session.flush()
+    record(session, "routine", routine_id, owner_id, "removed", before, None, OWNER)
 
 
 def record_fired(session: Session, routine_id: str) -> None:

@@ -17,10 +17,10 @@ from nightowl.memory.skills import (
     skill_by_name,
     write_skill,
 )
-from nightowl.memory.versions import Author
 from nightowl.memory.worklog import mark_used as mark_log_used
 from nightowl.safety.provenance import written_trust
 from nightowl.store.errors import StoreError
+from nightowl.store.memory_versions import Author
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
 
 

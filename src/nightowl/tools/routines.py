@@ -11,6 +11,7 @@ from nightowl.harness.done_when import DoneWhen
 from nightowl.harness.watches import Watch
 from nightowl.safety.provenance import written_trust
 from nightowl.store.errors import StoreError
+from nightowl.store.memory_versions import Author
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.routines import create_routine
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
@@ -50,6 +51,7 @@ class CreateRoutineArgs(BaseModel):
 async def _create_routine(args: CreateRoutineArgs, ctx: ToolContext) -> ToolResult:
     def store() -> str:
         with ctx.database.write() as session:
+            trust = written_trust(session, ctx.conversation_id, clean="owner")
             routine = create_routine(
                 session,
                 ctx.owner_id,
@@ -65,7 +67,8 @@ async def _create_routine(args: CreateRoutineArgs, ctx: ToolContext) -> ToolResu
                 created_by="agent",
                 key=f"{ctx.turn_id}:{ctx.call_id}",
                 # Proposed in a turn that read outside text: it fires as outside text.
-                trust=written_trust(session, ctx.conversation_id, clean="owner"),
+                trust=trust,
+                by=Author("agent", ctx.turn_id or None, ctx.conversation_id, trust=trust),
             )
             deliver_to_user(
                 session,

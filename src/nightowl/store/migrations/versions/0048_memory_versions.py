@@ -1,4 +1,4 @@
-"""memory versions: every change to a profile fact, skill or note, revertible
+"""memory versions: every change to a profile fact, skill, note or routine, revertible
 
 `memory_versions`: the item's state before and after (null: it did not exist), the author
 (owner, agent, memory_pass, upkeep), the turn, conversation and message it came from, and that

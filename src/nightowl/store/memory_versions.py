@@ -1,4 +1,4 @@
-"""Every change to memory, and undoing it: profile facts, skills and notes.
+"""Every change to memory, and undoing it: profile facts, skills, notes and routines.
 
 Each write of a fact, skill or note (by the owner, a tool in a turn, the memory pass, or
 upkeep that archives unused facts) records a version in the same transaction: the item's
@@ -23,14 +23,18 @@ from sqlalchemy.orm import Session
 
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.memory_tables import MemoryFact, MemoryNote, MemoryVersion, Skill
-from nightowl.store.tables import UtcDateTime, utcnow
+from nightowl.store.tables import Routine, UtcDateTime, utcnow
 
-KINDS: dict[str, type[MemoryFact] | type[MemoryNote] | type[Skill]] = {
+Item = MemoryFact | MemoryNote | Skill | Routine
+KINDS: dict[str, type[Item]] = {
     "fact": MemoryFact,
     "skill": Skill,
     "note": MemoryNote,
+    "routine": Routine,
 }
-USAGE = frozenset({"last_used_at", "use_count"})  # how much it is used: not content
+# How much an item is used, and a routine's run state (when it last fired, how far its due
+# times are accounted for, what its watch saw): not content, not versioned, not reverted.
+USAGE = frozenset({"last_used_at", "use_count", "last_fired_at", "accounted_until", "watch_state"})
 AUTHORS = ("owner", "agent", "memory_pass", "upkeep")
 
 
@@ -86,7 +90,7 @@ def _info(row: MemoryVersion) -> Version:
     )
 
 
-def snapshot(row: MemoryFact | MemoryNote | Skill) -> dict[str, Any]:
+def snapshot(row: Item) -> dict[str, Any]:
     """The item's content as stored (timestamps as ISO text), without its usage counts."""
     state: dict[str, Any] = {}
     for column in row.__table__.columns:
@@ -95,10 +99,6 @@ def snapshot(row: MemoryFact | MemoryNote | Skill) -> dict[str, Any]:
         value = getattr(row, column.key)
         state[column.name] = value.isoformat() if isinstance(value, datetime) else value
     return state
-
-
-def kind_of(row: MemoryFact | MemoryNote | Skill) -> str:
-    return next(kind for kind, table in KINDS.items() if isinstance(row, table))
 
 
 def record(
@@ -160,6 +160,8 @@ def _restore(session: Session, kind: str, item_id: str, state: dict[str, Any] | 
         return
     if row is None:
         row = table()
+        if isinstance(row, Routine):  # due times while it did not exist were never due
+            row.accounted_until = utcnow()
         session.add(row)
     for column in table.__table__.columns:
         if column.name in USAGE or column.name not in state:
@@ -172,7 +174,7 @@ def _restore(session: Session, kind: str, item_id: str, state: dict[str, Any] | 
 
 
 def _current(session: Session, kind: str, item_id: str) -> dict[str, Any] | None:
-    row = cast("MemoryFact | MemoryNote | Skill | None", session.get(KINDS[kind], item_id))
+    row = cast("Item | None", session.get(KINDS[kind], item_id))
     return snapshot(row) if row is not None else None
 
 
