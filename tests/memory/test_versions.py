@@ -274,3 +274,30 @@ def test_a_routine_the_agent_proposed_in_a_turn_goes_with_the_turns_revert(
         "pending_approval",
         "Pay every invoice you find.",
     )
+
+
+def test_the_prompts_memory_section_changes_only_when_the_visible_facts_do(
+    database: Database, owner: str
+) -> None:
+    from nightowl.memory.context import current_profile
+
+    with database.write() as session:
+        fact = add_fact(session, owner, "Lives in Berlin", Source("owner"), "owner")
+        write_skill(session, owner, "pay-rent", "Paying the rent", "1. Transfer.", "owner")
+    with database.read() as session:
+        pinned = current_profile(session, owner)
+    with database.write() as session:
+        replace_fact(session, owner, fact.id, "Lives in Bonn", Source("owner"))
+    with database.read() as session:
+        moved = current_profile(session, owner)
+        (edit,) = [v for v in history(session, owner, item_id=fact.id) if v.action == "changed"]
+    assert moved != pinned and "Lives in Bonn" in moved
+    with database.write() as session:
+        revert_change(session, owner, edit.id)
+    with database.read() as session:
+        assert current_profile(session, owner) == pinned  # byte for byte: the prefix holds
+    # Versions of what the prompt does not show (a note) leave the section alone.
+    with database.write() as session:
+        write_note(session, owner, "Call the landlord", 30)
+    with database.read() as session:
+        assert current_profile(session, owner) == pinned
