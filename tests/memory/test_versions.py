@@ -301,3 +301,41 @@ def test_the_prompts_memory_section_changes_only_when_the_visible_facts_do(
         write_note(session, owner, "Call the landlord", 30)
     with database.read() as session:
         assert current_profile(session, owner) == pinned
+
+
+def test_a_revert_refuses_what_a_normal_write_would(database: Database, owner: str) -> None:
+    from nightowl.memory.facts import MAX_FACTS, remove_fact, room_for
+    from nightowl.memory.skills import delete_skill
+    from nightowl.store.routines import create_routine, get_routine, set_status
+
+    with database.write() as session:  # a skill deleted, then its name taken by another
+        old = write_skill(session, owner, "pay-rent", "Paying rent", "1. Transfer.", "owner")
+        delete_skill(session, owner, old.id)
+        write_skill(session, owner, "pay-rent", "Paying rent, anew", "1. Card.", "owner")
+        (deleted,) = [v for v in history(session, owner, item_id=old.id) if v.action == "removed"]
+    with database.write() as session, pytest.raises(Invalid, match="named 'pay-rent' exists"):
+        revert_change(session, owner, deleted.id)
+
+    with database.write() as session:  # a fact removed, then the profile filled
+        gone = add_fact(session, owner, "Was here first", Source("owner"), "owner")
+        remove_fact(session, owner, gone.id)
+        for n in range(MAX_FACTS):
+            add_fact(session, owner, f"Fact {n}", Source("owner"), "owner")
+        (removal,) = [v for v in history(session, owner, item_id=gone.id) if v.action == "removed"]
+    with database.write() as session, pytest.raises(Invalid, match="no room"):
+        revert_change(session, owner, removal.id, room_for)
+
+    conversation = _turn(database, owner, "Every morning", "turn-7")
+    with database.write() as session:  # a routine paused: undoing the pause starts it now
+        routine = create_routine(
+            session, owner, conversation, name="morning", prompt="Say hi.", cron="0 8 * * *",
+            timezone="UTC", created_by="owner",
+        )  # fmt: skip
+        set_status(session, routine.id, owner, "paused")
+        (pause,) = [v for v in history(session, owner, item_id=routine.id) if v.action == "changed"]
+    with database.write() as session:
+        revert_change(session, owner, pause.id)
+    with database.read() as session:
+        back = get_routine(session, routine.id)
+    assert back.status == "active"
+    assert back.accounted_until is not None and back.accounted_until >= pause.created_at

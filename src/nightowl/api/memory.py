@@ -371,7 +371,7 @@ class RevertRequest(RequestBody):
     """Body of `POST /v1/memory/revert`: one change (its id), or everything one turn or one
     message wrote; exactly one of them."""
 
-    change: int | None = Field(default=None, ge=1)
+    change: int | None = Field(default=None, ge=1, le=2**63 - 1)
     turn_id: Id | None = None
     message_id: Id | None = None
 
@@ -401,9 +401,13 @@ def revert_memory(body: RevertRequest, user: CurrentUser, request: Request) -> l
         raise ApiError(422, "invalid_request", one_of)
     with database_of(request).write() as session:
         if body.change is not None:
-            done = [versions.revert_change(session, user.id, body.change)]
+            done = [versions.revert_change(session, user.id, body.change, facts.room_for)]
         else:
             done = versions.revert_source(
-                session, user.id, turn_id=body.turn_id, message_id=body.message_id
+                session,
+                user.id,
+                turn_id=body.turn_id,
+                message_id=body.message_id,
+                room_for=facts.room_for,
             )
     return [ChangeOut.of(v) for v in done]

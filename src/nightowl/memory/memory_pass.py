@@ -261,9 +261,10 @@ def _owners_fact_kept(given: PassInput, old: Item, new: Item | None, result: Pas
     the pass's record as a suggestion for the owner (`suggested`)."""
     if old.trust != "owner":
         return False
-    if new is not None and new.trust == "owner" and not given.tainted:
+    owners_only = not given.tainted and all(m.trust == "owner" for m in given.messages)
+    if new is not None and new.trust == "owner" and owners_only:
         return False
-    if new is None and not given.tainted:
+    if new is None and owners_only:
         return False
     proposal = f"remove {old.text!r}" if new is None else f"change {old.text!r} to {new.text!r}"
     result.suggested.append(proposal)

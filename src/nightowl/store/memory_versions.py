@@ -14,6 +14,7 @@ reverts every change it made, newest first, all or nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -23,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.memory_tables import MemoryFact, MemoryNote, MemoryVersion, Skill
-from nightowl.store.tables import Routine, UtcDateTime, utcnow
+from nightowl.store.tables import Conversation, Routine, User, UtcDateTime, utcnow
 
 Item = MemoryFact | MemoryNote | Skill | Routine
 KINDS: dict[str, type[Item]] = {
@@ -149,19 +150,64 @@ def history(
     return [_info(row) for row in rows]
 
 
-def _restore(session: Session, kind: str, item_id: str, state: dict[str, Any] | None) -> None:
+# Whether a fact of `chars` characters fits the user's profile, in place of one of
+# `replacing` characters (memory/facts.py: `room_for`; the memory layer owns the bounds).
+RoomFor = Callable[[Session, str, int, int], bool]
+
+
+def _check_restorable(
+    session: Session,
+    kind: str,
+    item_id: str,
+    row: Item | None,
+    state: dict[str, Any],
+    room_for: RoomFor | None,
+) -> None:
+    """Refuse (Invalid) a restore a normal write would refuse: a skill name taken since, a
+    routine whose conversation is gone, a fact that no longer fits the profile."""
+    user_id = str(state.get("user_id") or state.get("owner_id"))
+    if kind == "skill":
+        taken = session.scalar(
+            select(Skill.id).where(
+                Skill.user_id == user_id, Skill.name == state.get("name"), Skill.id != item_id
+            )
+        )
+        if taken is not None:
+            raise Invalid(
+                f"a skill named {state.get('name')!r} exists now ({taken}): rename or delete it "
+                "first"
+            )
+    if kind == "routine" and session.get(Conversation, state.get("conversation_id")) is None:
+        raise Invalid(f"routine {item_id}'s conversation was deleted; it cannot come back")
+    if kind == "fact" and state.get("archived_at") is None and room_for is not None:
+        live = isinstance(row, MemoryFact) and row.archived_at is None
+        replacing = len(row.text) if live and isinstance(row, MemoryFact) else 0
+        if not room_for(session, user_id, len(str(state.get("text") or "")), replacing):
+            raise Invalid(
+                f"the profile has no room to bring fact {item_id} back: remove or shorten a "
+                "fact first"
+            )
+
+
+def _restore(
+    session: Session,
+    kind: str,
+    item_id: str,
+    state: dict[str, Any] | None,
+    room_for: RoomFor | None = None,
+) -> None:
     """Put the item in `state` (None: delete it); usage counts stay as they are."""
     table = KINDS[kind]
-    row = session.get(table, item_id)
+    row = cast("Item | None", session.get(table, item_id))
     if state is None:
         if row is not None:
             session.delete(row)
         session.flush()
         return
+    _check_restorable(session, kind, item_id, row, state, room_for)
+    was_active = isinstance(row, Routine) and row.status == "active"
     if row is None:
         row = table()
-        if isinstance(row, Routine):  # due times while it did not exist were never due
-            row.accounted_until = utcnow()
         session.add(row)
     for column in table.__table__.columns:
         if column.name in USAGE or column.name not in state:
@@ -170,6 +216,11 @@ def _restore(session: Session, kind: str, item_id: str, state: dict[str, Any] | 
         if isinstance(value, str) and isinstance(column.type, UtcDateTime | DateTime):
             value = datetime.fromisoformat(value)
         setattr(row, column.key, value)
+    if isinstance(row, Routine) and row.status == "active" and not was_active:
+        # Active again (or anew): its due times count from now, as an approval's do
+        # (store/routines.py `set_status`), so a revert never fires a catch-up for a time it
+        # was paused, pending or gone.
+        row.accounted_until = utcnow()
     session.flush()
 
 
@@ -193,7 +244,9 @@ def _latest(session: Session, change: MemoryVersion) -> MemoryVersion:
     return newest
 
 
-def _undo(session: Session, change: MemoryVersion) -> MemoryVersion:
+def _undo(
+    session: Session, change: MemoryVersion, room_for: RoomFor | None = None
+) -> MemoryVersion:
     if change.reverted_by is not None:
         raise Invalid(f"change {change.id} was reverted already (by change {change.reverted_by})")
     # Later changes that were reverted leave the item as this change left it; the state is
@@ -204,7 +257,7 @@ def _undo(session: Session, change: MemoryVersion) -> MemoryVersion:
             f"the {change.kind} {change.item_id} changed after change {change.id} (change "
             f"{newest.id}, {newest.action} by {newest.author}): revert that one first"
         )
-    _restore(session, change.kind, change.item_id, change.before)
+    _restore(session, change.kind, change.item_id, change.before, room_for)
     undone = record(
         session,
         change.kind,
@@ -225,12 +278,23 @@ def _undo(session: Session, change: MemoryVersion) -> MemoryVersion:
     return undone
 
 
-def revert_change(session: Session, user_id: str, version_id: int) -> Version:
-    """Put an item back as it was before one change (Invalid when it changed since)."""
+def _lock(session: Session, user_id: str) -> None:
+    """On PostgreSQL, writers of one user's memory queue on the user's row (as the profile's
+    bounds do), so a revert's check and its write see no change in between."""
+    session.execute(select(User.id).where(User.id == user_id).with_for_update())
+
+
+def revert_change(
+    session: Session, user_id: str, version_id: int, room_for: RoomFor | None = None
+) -> Version:
+    """Put an item back as it was before one change (Invalid when it changed since, or a
+    normal write would refuse the state it had)."""
+    _lock(session, user_id)
     change = session.get(MemoryVersion, version_id)
     if change is None or change.user_id != user_id:
         raise NotFound(f"no memory change {version_id}")
-    return _info(_undo(session, change))
+    with session.begin_nested():
+        return _info(_undo(session, change, room_for))
 
 
 def revert_source(
@@ -239,11 +303,13 @@ def revert_source(
     *,
     turn_id: str | None = None,
     message_id: str | None = None,
+    room_for: RoomFor | None = None,
 ) -> list[Version]:
     """Revert every change one turn (or one message) made, newest first, all or nothing
     (Invalid, with nothing changed, when an item changed since or nothing is there)."""
     if (turn_id is None) == (message_id is None):
         raise Invalid("give a turn or a message whose memory changes to revert")
+    _lock(session, user_id)
     query = select(MemoryVersion).where(
         MemoryVersion.user_id == user_id,
         MemoryVersion.reverted_by.is_(None),
@@ -259,4 +325,4 @@ def revert_source(
         raise Invalid(f"{named} made no memory change that is not reverted already")
     # A savepoint: a refusal part-way leaves nothing undone, whatever the caller does next.
     with session.begin_nested():
-        return [_info(_undo(session, change)) for change in changes]
+        return [_info(_undo(session, change, room_for)) for change in changes]
