@@ -25,7 +25,9 @@ def _package(version: str = "1.0.0", **files: str) -> dict[str, Any]:
 def test_the_same_package_is_no_change() -> None:
     assert package_change(_package(), _package()) is None
     assert package_change(None, _package()) is None  # nothing pinned yet
-    assert package_change({"kind": "none"}, _package()) is None
+    assert package_change({"kind": "none"}, {"kind": "none"}) is None
+    # Nothing could be pinned when it was added, and now a package runs: that is a change.
+    assert str(package_change({"kind": "none"}, _package())).startswith("it was nothing to pin")
 
 
 def test_a_changed_file_a_new_version_and_added_and_removed_files_are_named() -> None:

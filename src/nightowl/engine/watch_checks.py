@@ -67,7 +67,12 @@ class _LoopThread:
                     target=self._loop.run_forever, name="nightowl-watches", daemon=True
                 ).start()
             loop = self._loop
-        return asyncio.run_coroutine_threadsafe(work, loop).result(timeout_s)
+        future = asyncio.run_coroutine_threadsafe(work, loop)
+        try:
+            return future.result(timeout_s)
+        except TimeoutError:
+            future.cancel()  # the work stops (and lets go of the computer it holds)
+            raise
 
     def close(self) -> None:
         with self._lock:

@@ -137,8 +137,14 @@ def package_label(package: dict[str, Any] | None) -> str:
 def package_change(pinned: dict[str, Any] | None, probed: dict[str, Any]) -> str | None:
     """What differs between the pinned package and the one the command runs now (None: the
     same, or nothing pinned to compare with)."""
-    if not pinned or pinned.get("kind") in ("none", "too_big"):
+    if not pinned:
         return None
+    unpinnable = ("none", "too_big")
+    if pinned.get("kind") in unpinnable:
+        if probed.get("kind") in unpinnable:
+            return None
+        # Nothing could be pinned when it was added; now the command runs a package.
+        return f"it was {package_label(pinned)}; now it is {package_label(probed)}"
     if probed.get("kind") != pinned.get("kind") or probed.get("root") != pinned.get("root"):
         return f"it was {package_label(pinned)}; now it is {package_label(probed) or 'gone'}"
     if probed.get("digest") == pinned.get("digest"):

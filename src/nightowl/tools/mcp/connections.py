@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -288,7 +289,12 @@ class Connections:
                 except PackageCheckFailed as error:
                     raise ConnectorError(str(error)) from error
                 await self.check_package(connector, probed)
-            env = {"HOME": HOME_INSIDE}
+            # Python reads compiled modules only from a fresh folder: a planted .pyc beside a
+            # pinned source is never what runs (tools/mcp/package_probe.py hashes sources).
+            env = {
+                "HOME": HOME_INSIDE,
+                "PYTHONPYCACHEPREFIX": f"/tmp/nightowl-pycache-{secrets.token_hex(8)}",
+            }
             if isinstance(live.sandbox, RemoteSandbox):  # on a computer host
                 return remote_stdio(live.sandbox, connector.command, env, live.output)
             return sandbox_stdio(live.sandbox, connector.command, env, live.output)

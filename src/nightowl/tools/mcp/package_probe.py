@@ -84,14 +84,24 @@ def _absolute(path: str, home: str) -> str:
     return os.path.normpath(path if os.path.isabs(path) else os.path.join(home, path))
 
 
+def _json_object(path: str) -> dict[str, Any]:
+    """A JSON file's object ({} when it is missing, unreadable or not an object)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def _npm(script: str) -> dict[str, Any] | None:
     folder = os.path.dirname(script)
     while folder and folder != os.path.dirname(folder):
         manifest = os.path.join(folder, "package.json")
-        if os.path.isfile(manifest):
-            with open(manifest, encoding="utf-8") as handle:
-                package = json.load(handle)
-            name = str(package.get("name") or os.path.basename(folder))
+        package = _json_object(manifest) if os.path.isfile(manifest) else {}
+        # A package.json without a name (`{"type": "module"}` in dist/) is not the package's.
+        if package.get("name"):
+            name = str(package["name"])
             return {
                 "kind": "npm",
                 "name": name,
@@ -113,13 +123,9 @@ def _npm_integrity(folder: str, name: str) -> str:
                 os.path.join(here, ".package-lock.json"),
                 os.path.join(os.path.dirname(here), "package-lock.json"),
             ):
-                try:
-                    with open(lock, encoding="utf-8") as handle:
-                        packages = json.load(handle).get("packages") or {}
-                except (OSError, ValueError):
-                    continue
-                entry = packages.get(f"node_modules/{name}") or {}
-                if entry.get("integrity"):
+                packages = _json_object(lock).get("packages")
+                entry = packages.get(f"node_modules/{name}") if isinstance(packages, dict) else None
+                if isinstance(entry, dict) and entry.get("integrity"):
                     return str(entry["integrity"])
             return ""
         here = os.path.dirname(here)
@@ -201,6 +207,78 @@ def _pypi(top: str, paths: list[str]) -> dict[str, Any] | None:
     return None
 
 
+PYTHON_VALUE_FLAGS = ("-W", "-X", "-c", "--check-hash-based-pycs")
+NODE_VALUE_FLAGS = (
+    "-r",
+    "--require",
+    "--import",
+    "--loader",
+    "--experimental-loader",
+    "-e",
+    "--eval",
+    "-p",
+    "--print",
+    "--env-file",
+    "--conditions",
+    "-C",
+    "--title",
+)
+
+
+def _operands(args: list[str], value_flags: tuple[str, ...]) -> list[str]:
+    """The arguments that are not options (nor an option's value)."""
+    found, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in value_flags:
+            skip = True
+        elif not arg.startswith("-"):
+            found.append(arg)
+    return found
+
+
+def _shebang(script: str) -> str:
+    try:
+        with open(script, "rb") as handle:
+            first = handle.readline(512)
+    except OSError:
+        return ""
+    if not first.startswith(b"#!"):
+        return ""
+    words = first[2:].decode("utf-8", "replace").split()
+    return words[0] if words else ""
+
+
+def _console_script(script: str) -> str | None:
+    """The top-level module a Python console script (`from MODULE import main`) runs."""
+    if "python" not in os.path.basename(_shebang(script)):
+        return None
+    try:
+        with open(script, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(4096)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 4 and words[0] == "from" and words[2] == "import":
+            return words[1].split(".")[0]
+    return None
+
+
+def _local(path: str) -> dict[str, Any]:
+    """A module in the home: the file, or every file of the folder."""
+    folder = os.path.isdir(path)
+    return {
+        "kind": "file",
+        "name": os.path.basename(path),
+        "version": "",
+        "integrity": "",
+        "root": path if folder else os.path.dirname(path),
+        "files": _walk(path) if folder else {os.path.basename(path): _sha256(path)},
+    }
+
+
 def probe(argv: list[str], home: str) -> dict[str, Any]:
     env, rest = _split(argv)
     if not rest:
@@ -209,14 +287,17 @@ def probe(argv: list[str], home: str) -> dict[str, Any]:
     args = rest[1:]
     if interpreter.startswith("python"):
         if "-m" in args and args.index("-m") + 1 < len(args):
-            module = args[args.index("-m") + 1]
-            found = _pypi(module.split(".")[0], _python_paths(env, rest[0], home))
-            if found is not None:
-                return found
-            return {"kind": "none"}
-        scripts = [a for a in args if not a.startswith("-")]
+            top = args[args.index("-m") + 1].split(".")[0]
+            # The server starts in the home, which comes first on its path: a module of
+            # that name there is what runs.
+            for shadow in (os.path.join(home, top + ".py"), os.path.join(home, top)):
+                if os.path.exists(shadow):
+                    return _local(shadow)
+            found = _pypi(top, _python_paths(env, rest[0], home))
+            return found if found is not None else {"kind": "none"}
+        scripts = _operands(args, PYTHON_VALUE_FLAGS)
     elif interpreter in INTERPRETERS:
-        scripts = [a for a in args if not a.startswith("-")]
+        scripts = _operands(args, NODE_VALUE_FLAGS)
     else:
         scripts = [rest[0]]  # the command itself: a script or a program in the home
     if not scripts:
@@ -227,6 +308,12 @@ def probe(argv: list[str], home: str) -> dict[str, Any]:
     if interpreter in ("node", "nodejs") or script.endswith((".js", ".mjs", ".cjs")):
         found = _npm(script)
         if found is not None:
+            return found
+    entry = _console_script(script)
+    if entry is not None:  # a distribution's console script: the distribution runs
+        found = _pypi(entry, _python_paths(env, _shebang(script) or "python3", home))
+        if found is not None:
+            found["files"]["(script) " + script] = _sha256(script)
             return found
     return {
         "kind": "file",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -80,11 +81,18 @@ def failure_text(connector: ConnectorInfo, error: ConnectorError) -> str:
     )
 
 
+def _shown_name(name: str) -> str:
+    """A tool's name as the server gave it, safe to show: a word, at most 64 characters (the
+    server chose it: it must not carry sentences into a notice)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "?", name)
+    return cleaned if len(cleaned) <= 64 else cleaned[:63] + "…"
+
+
 def held_notice(name: str, changes: list[ToolChange]) -> str:
     """The owner's notice of tools held for approval (names only: what the server now says
     of them is outside text, shown in the diff)."""
-    changed = [c.name for c in changes if c.kind == "changed"]
-    new = [c.name for c in changes if c.kind == "new"]
+    changed = [_shown_name(c.name) for c in changes if c.kind == "changed"]
+    new = [_shown_name(c.name) for c in changes if c.kind == "new"]
     parts = []
     if changed:
         parts.append(f"changed since you approved them: {', '.join(changed)}")
