@@ -282,7 +282,9 @@ def test_guidance_reaches_a_helper_and_stop_cleans_up_and_tells_the_parent(
             # helper that started fast wrote to "helpers/SCRATCH" before the rewrite).
             call("wait", seconds=3),
             call("write_file", path="helpers/SCRATCH/notes.txt", content="halfway"),
-            *[call("wait", seconds=0.3 + n / 1000) for n in range(40)],
+            # Long enough to still be working when guidance arrives on a loaded machine (the
+            # test stops it; a helper that had finished would never read the guidance).
+            *[call("wait", seconds=0.3 + n / 1000) for n in range(150)],
         ],
     )
     server = ServerProcess(
