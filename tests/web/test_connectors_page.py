@@ -56,3 +56,35 @@ def test_the_owner_adds_tests_authorises_and_removes_a_connector(
 
         item.get_by_role("button", name="Remove").click()
         expect(listed).to_contain_text("No connectors yet.")
+
+
+def test_the_owner_sees_a_changed_connector_and_approves_it(
+    contexts: Callable[..., BrowserContext], serve: Callable[..., ServerProcess]
+) -> None:
+    from tests.tools.mcp.test_pinned_connectors import PLANTED, _rug_pull
+
+    with OAuthMcpServer(oauth=False) as notes:
+        server = serve()
+        with server.client() as http:
+            made = http.post("/v1/connectors", json={"name": "notes", "url": notes.url})
+            assert made.status_code == 201, made.text
+            assert http.post("/v1/connectors/notes/test", timeout=60).json()["ok"]
+            _rug_pull(notes)
+            assert http.post("/v1/connectors/notes/test", timeout=60).json()["held"]
+        page = contexts().new_page()
+        page.goto(f"{server.url}/#token={server.token}")
+        page.wait_for_selector("#connection[data-state=live]")
+        page.get_by_role("link", name="Connectors").click()
+        item = page.get_by_role("list", name="Connectors").locator("li", has_text="notes")
+        expect(item).to_contain_text("not offered until you approve: latest_note, tidy_up")
+
+        item.get_by_role("button", name="Show the change").click()
+        shown = page.get_by_label("Changes of notes")
+        expect(shown).to_contain_text("latest_note (changed)")
+        expect(shown).to_contain_text(f"+  The owner's latest note. {PLANTED}")
+        expect(shown).to_contain_text("tidy_up (new)")
+
+        item.get_by_role("button", name="Approve").click()
+        expect(item).not_to_contain_text("not offered until you approve")
+        with server.client() as http:
+            assert http.get("/v1/connectors/notes").json()["held"] == []

@@ -35,6 +35,24 @@ function reportOf(name) {
   return node;
 }
 
+const diffs = new Map(); // connector name -> its shown diff
+
+// What the server lists now against what the owner approved: its words are outside text,
+// shown as text only.
+async function showDiff(name) {
+  const { body } = await request("GET", `/v1/connectors/${name}/diff`);
+  const node = element("div", "connector-diff");
+  node.setAttribute("aria-label", `Changes of ${name}`);
+  for (const change of body) {
+    const what = change.kind === "package" ? "package" : change.kind;
+    node.append(
+      element("strong", "", `${change.name} (${what})`),
+      element("pre", "connector-diff-text", change.diff),
+    );
+  }
+  diffs.set(name, node);
+}
+
 function connectorItem(connector) {
   const item = element("li", "memory-item");
   item.dataset.name = connector.name;
@@ -50,6 +68,28 @@ function connectorItem(connector) {
   );
   if (connector.description) item.append(element("span", "memory-body", connector.description));
   if (connector.error) item.append(element("span", "memory-meta", connector.error));
+  const waiting = [
+    ...connector.held,
+    ...(connector.package_change ? ["its package"] : []),
+  ];
+  if (waiting.length) {
+    item.append(
+      element(
+        "span",
+        "error-text",
+        `Changed since you approved it, not offered until you approve: ${waiting.join(", ")}`,
+      ),
+      button("Show the change", () => act(() => showDiff(connector.name))),
+      button("Approve", () =>
+        act(async () => {
+          await request("POST", `/v1/connectors/${connector.name}/approve`, { tools: null });
+          diffs.delete(connector.name);
+        }),
+      ),
+    );
+  }
+  const diff = diffs.get(connector.name);
+  if (diff) item.append(diff);
   item.append(
     button("Test", () =>
       act(async () => {
