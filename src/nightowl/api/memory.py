@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from nightowl.api.auth import CurrentUser, database_of
-from nightowl.api.errors import ApiError
+from nightowl.api.errors import ApiError, error_responses
 from nightowl.api.inputs import Id, PathId, RequestBody, SafeText
 from nightowl.memory import facts, notes, skills, worklog
 from nightowl.memory.hybrid import search_memory
@@ -390,7 +390,7 @@ def memory_history(
     return [ChangeOut.of(v) for v in found]
 
 
-@routes.post("/revert")
+@routes.post("/revert", responses=error_responses(404))
 def revert_memory(body: RevertRequest, user: CurrentUser, request: Request) -> list[ChangeOut]:
     """Undo one change, or everything one turn or one message wrote (newest first, all or
     nothing): each item goes back to its state before. 422 when an item changed since (undo
