@@ -290,9 +290,12 @@ def probe(argv: list[str], home: str) -> dict[str, Any]:
             top = args[args.index("-m") + 1].split(".")[0]
             # The server starts in the home, which comes first on its path: a module of
             # that name there is what runs.
-            for shadow in (os.path.join(home, top + ".py"), os.path.join(home, top)):
-                if os.path.exists(shadow):
-                    return _local(shadow)
+            # (A folder without __init__.py is only a namespace portion: an installed
+            # package later on the path still wins.)
+            if os.path.isfile(os.path.join(home, top + ".py")):
+                return _local(os.path.join(home, top + ".py"))
+            if os.path.isfile(os.path.join(home, top, "__init__.py")):
+                return _local(os.path.join(home, top))
             found = _pypi(top, _python_paths(env, rest[0], home))
             return found if found is not None else {"kind": "none"}
         scripts = _operands(args, PYTHON_VALUE_FLAGS)
