@@ -51,7 +51,7 @@ from nightowl.engine.turn_deps import TurnDeps  # noqa: E402
 from nightowl.harness.guard import GuardLimits  # noqa: E402
 from nightowl.harness.prompt import assemble, tool_catalogue  # noqa: E402
 from nightowl.harness.sections import CHARS_PER_TOKEN  # noqa: E402
-from nightowl.harness.transcript import Entry  # noqa: E402
+from nightowl.messages import Entry  # noqa: E402
 from nightowl.metrics import Metrics  # noqa: E402
 from nightowl.store.connectors import add_connector  # noqa: E402
 from nightowl.store.conversations import create_conversation  # noqa: E402

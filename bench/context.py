@@ -34,7 +34,7 @@ from nightowl.harness.compaction import (  # noqa: E402
     latest_user_facing,
     summary_request,
 )
-from nightowl.harness.pins import PromptPin, pin_now, pinned_request  # noqa: E402
+from nightowl.harness.pins import pin_now, pinned_request  # noqa: E402
 from nightowl.harness.prompt import SYSTEM_PROMPT  # noqa: E402
 from nightowl.harness.sections import (  # noqa: E402
     CHARS_PER_TOKEN,
@@ -43,8 +43,7 @@ from nightowl.harness.sections import (  # noqa: E402
     request_sections,
     shared_prefix_tokens,
 )
-from nightowl.harness.transcript import Entry, ToolCall  # noqa: E402
-from nightowl.models.base import ModelRequest, ToolSpec  # noqa: E402
+from nightowl.messages import Entry, ModelRequest, PromptPin, ToolCall, ToolSpec  # noqa: E402
 from nightowl.tools.builtin import builtin_registry  # noqa: E402
 
 TURNS = 200

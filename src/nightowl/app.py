@@ -34,7 +34,7 @@ from nightowl.api import (
     webapp,
 )
 from nightowl.api import evals as evals_api
-from nightowl.api import helpers as helpers_api
+from nightowl.api import helper_agents as helpers_api
 from nightowl.api import inbox as inbox_api
 from nightowl.api import push as push_api
 from nightowl.api import status as status_api
@@ -42,6 +42,7 @@ from nightowl.api.edge import Edge, EdgeLimits
 from nightowl.api.errors import install_error_handlers
 from nightowl.api.mcp_server import McpEndpoint, build_mcp_server
 from nightowl.api.openapi import declare_errors
+from nightowl.channels.email_sends import email_sender
 from nightowl.channels.service import ChannelRuntime, ChannelService
 from nightowl.channels.webpush import PushOptions, PushSender, VapidKeys
 from nightowl.computer.backends import REMOTE
@@ -57,7 +58,7 @@ from nightowl.engine.compaction import CompactionSettings, build_compaction_work
 from nightowl.engine.durable import DurableEngine
 from nightowl.engine.gate import build_gate
 from nightowl.engine.heartbeat import Heartbeat
-from nightowl.engine.helpers import Helpers, HelperSettings, helper_profile
+from nightowl.engine.helper_agents import Helpers, HelperSettings, helper_profile
 from nightowl.engine.model_calls import CallPlace, ModelCalls
 from nightowl.engine.retention import RetentionSweep
 from nightowl.engine.routines import RoutineSchedules
@@ -75,8 +76,7 @@ from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
 from nightowl.router.router import Router
 from nightowl.safety.redaction import Redactor
-from nightowl.safety.send_tools import SEND_TOOLS
-from nightowl.safety.vault import SecretScope, load_key, open_sealed
+from nightowl.safety.vault import load_key, open_sealed
 from nightowl.store.changes import ChangeFeed, announce_dispatch
 from nightowl.store.database import Database
 from nightowl.store.migrate import upgrade
@@ -87,7 +87,7 @@ from nightowl.store.turns import waiting_turns
 from nightowl.tools.browser import browser_tools
 from nightowl.tools.builtin import builtin_registry
 from nightowl.tools.desktop import desktop_tools
-from nightowl.tools.helpers import HELPER_MANAGER_TOOLS, REPORT_TOOL
+from nightowl.tools.helper_agents import HELPER_MANAGER_TOOLS, REPORT_TOOL
 from nightowl.tools.mcp.connections import Connections
 from nightowl.tools.mcp.http import HttpTransports
 from nightowl.tools.mcp.oauth import OAuthFlows
@@ -95,6 +95,8 @@ from nightowl.tools.mcp.provider import ConnectorProvider
 from nightowl.tools.mcp.server_requests import SAMPLING_STEP, ServerRequests
 from nightowl.tools.pinned_fetch import AddressPolicy, PinnedFetcher
 from nightowl.tools.providers import Toolbox
+from nightowl.tools.secret_scope import SecretScope
+from nightowl.tools.send_drafts import SEND_TOOLS
 from nightowl.tracing.export import build_traces
 
 log = logging.getLogger(__name__)
@@ -257,7 +259,7 @@ def start_services(app: FastAPI, settings: Settings) -> DurableEngine:
             keep_messages=settings.compact_keep_messages,
         ),
         schedule_compaction=engine.schedule_compaction,
-        gate=build_gate(settings, database, toolbox, model, calls),
+        gate=build_gate(settings, database, toolbox, model, calls, email_sender),
         max_recoveries=settings.max_turn_recoveries,
         traces=traces,
     )

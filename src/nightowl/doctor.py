@@ -130,8 +130,8 @@ def _model(settings: Settings) -> Check:
 
 def _local_generation(settings: Settings) -> Check:
     """One short generation in the local model's own process, as the server would run it."""
-    from nightowl.harness.transcript import Entry
-    from nightowl.models.base import ModelError, ModelRequest
+    from nightowl.messages import Entry, ModelRequest
+    from nightowl.models.base import ModelError
     from nightowl.models.local import LocalModel
     from nightowl.models.model_process import ModelCrashed
     from nightowl.models.weights import weights_path

@@ -12,7 +12,7 @@ import pytest
 from nightowl.evals.cases import CaseError, Checker, EvalCase
 from nightowl.evals.checkers import Attempt, Check, judge_verdict, score
 from nightowl.evals.replay import replay_case, replay_tools
-from nightowl.harness.transcript import ToolCall
+from nightowl.messages import ToolCall
 from nightowl.models.pricing import PriceTable
 from nightowl.models.scripted import ScriptedModel
 from tests.evals.scripts import scripted_for

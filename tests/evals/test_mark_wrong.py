@@ -14,6 +14,7 @@ from cryptography.fernet import Fernet
 from nightowl.evals.capture import Flag, flag_failure, mark_wrong, says_misunderstood
 from nightowl.evals.cases import Checker, EvalCase
 from nightowl.evals.runner import run_cases
+from nightowl.messages import Entry
 from nightowl.models.pricing import PriceTable
 from nightowl.safety.vault import set_secret
 from nightowl.store.conversations import append_message, create_conversation
@@ -63,7 +64,7 @@ def _failed_turn(database: Database, key: bytes) -> tuple[str, str, str]:
             },
         ]
         for n, entry in enumerate(entries):
-            put_entry(session, conversation.id, turn.id, f"{turn.id}:e{n}", entry)
+            put_entry(session, conversation.id, turn.id, f"{turn.id}:e{n}", Entry.from_dict(entry))
         message = deliver_to_user(
             session, conversation.id, key=f"{turn.id}:send", body=WRONG, turn_id=turn.id
         )

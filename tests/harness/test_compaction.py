@@ -16,8 +16,8 @@ from nightowl.harness.compaction import (
 from nightowl.harness.pins import pin_now, pinned_request
 from nightowl.harness.prompt import SYSTEM_PROMPT
 from nightowl.harness.sections import find_cache_break, request_sections, shared_prefix_tokens
-from nightowl.harness.transcript import Entry, ToolCall, fenced_texts
-from nightowl.models.base import ToolSpec
+from nightowl.harness.transcript import fenced_texts
+from nightowl.messages import Entry, ToolCall, ToolSpec
 from nightowl.safety.policy import is_tainted, outside_texts
 
 SPECS = {

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from nightowl.harness.pins import pin_now, pinned_request
 from nightowl.harness.sections import find_cache_break, request_sections
-from nightowl.harness.transcript import Entry, ToolCall
-from nightowl.models.base import ToolSpec
+from nightowl.messages import Entry, ToolCall, ToolSpec
 
 GROUPS = [("crm", "The CRM. (MCP connector; load_tools crm lists its tools)")]
 BUILTIN = {n: ToolSpec(n, n, {"type": "object"}) for n in ("load_tools", "send_to_user")}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nightowl.harness.guard import GuardLimits, Spending, budget_stop, check_guard
-from nightowl.harness.transcript import ToolCall
+from nightowl.harness.guard import GuardLimits, budget_stop, check_guard
+from nightowl.messages import Spending, ToolCall
 
 LIMITS = GuardLimits(
     max_steps=10,

@@ -4,10 +4,10 @@ information, never the owner's word."""
 
 from __future__ import annotations
 
-from nightowl.harness.pins import PromptPin, pin_now, pinned_request
+from nightowl.harness.pins import pin_now, pinned_request
 from nightowl.harness.prompt import SYSTEM_PROMPT
 from nightowl.harness.sections import find_cache_break, request_sections
-from nightowl.harness.transcript import Entry, fenced_texts
+from nightowl.harness.transcript import fenced_texts
 from nightowl.memory.render import (
     INFORMATION_ONLY,
     ProfileItem,
@@ -18,7 +18,7 @@ from nightowl.memory.render import (
     render_profile,
     render_recall,
 )
-from nightowl.models.base import ToolSpec
+from nightowl.messages import Entry, PromptPin, ToolSpec
 
 SPECS = {
     "send_to_user": ToolSpec("send_to_user", "Tell the owner.", {"type": "object"}),

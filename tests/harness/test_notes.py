@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from nightowl.harness.notes import NOTE_META, newest_note, said_notes
-from nightowl.harness.transcript import Entry
+from nightowl.messages import Entry
 
 NOON = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 ASK = Entry(kind="user", text="What is 17 times 3?")

@@ -13,8 +13,7 @@ from nightowl.harness.parrot import (
     told,
     without_sends,
 )
-from nightowl.harness.transcript import Entry, ToolCall
-from nightowl.models.base import ModelReply, Usage
+from nightowl.messages import Entry, ModelReply, ToolCall, Usage
 
 EARLIER = "I can help you with various tasks, such as reading files and setting timers."
 

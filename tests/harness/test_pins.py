@@ -3,11 +3,10 @@ the conversation keeps its pinned text and hears of the change in its newest mes
 
 from __future__ import annotations
 
-from nightowl.harness.pins import PromptPin, changes_since, pin_now, pinned_request
+from nightowl.harness.pins import changes_since, pin_now, pinned_request
 from nightowl.harness.prompt import SYSTEM_PROMPT
 from nightowl.harness.sections import find_cache_break, request_sections
-from nightowl.harness.transcript import Entry
-from nightowl.models.base import ModelRequest, ToolSpec
+from nightowl.messages import Entry, ModelRequest, PromptPin, ToolSpec
 
 V1 = {
     "send_to_user": ToolSpec("send_to_user", "Tell the owner.", {"type": "object"}),

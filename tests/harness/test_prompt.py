@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nightowl.harness.prompt import assemble, loaded_tool_names, tool_catalogue
-from nightowl.harness.transcript import Entry, ToolCall
-from nightowl.models.base import ToolSpec
+from nightowl.messages import Entry, ToolCall, ToolSpec
 from nightowl.tools.registry import ToolRegistry
 
 SUMMARIES = [("load_tools", "load tools"), ("send_to_user", "speak"), ("wait", "pause")]

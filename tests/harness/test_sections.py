@@ -9,8 +9,7 @@ from nightowl.harness.sections import (
     request_sections,
     shared_prefix_tokens,
 )
-from nightowl.harness.transcript import Entry
-from nightowl.models.base import ToolSpec
+from nightowl.messages import Entry, ToolSpec
 
 SPECS = {
     "send_to_user": ToolSpec("send_to_user", "Tell the owner.", {"type": "object"}),

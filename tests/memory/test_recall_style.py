@@ -5,9 +5,9 @@ entries relevant to the newest messages, so an earlier, unrelated reply is not t
 from __future__ import annotations
 
 from nightowl.harness.prompt import PROMPT_STYLES
-from nightowl.harness.transcript import Entry
 from nightowl.memory.context import memory_note
 from nightowl.memory.worklog import write_entry
+from nightowl.messages import Entry
 from nightowl.store.conversations import create_conversation
 from nightowl.store.database import Database
 from nightowl.store.transcript import put_entry
@@ -53,7 +53,7 @@ def test_the_work_log_leaves_out_turns_the_history_still_holds(database: Databas
             (here, "turn-here", "Asked: dentist? Told the owner: the dentist is on Monday."),
             (elsewhere, "turn-there", RELEVANT),
         ):
-            put_entry(session, conversation, turn, f"{turn}:m", {"kind": "user", "text": "x"})
+            put_entry(session, conversation, turn, f"{turn}:m", Entry(kind="user", text="x"))
             write_entry(session, owner, summary, conversation, turn, trust="owner")
     for style in ("full", "small"):
         chosen = PROMPT_STYLES[style]

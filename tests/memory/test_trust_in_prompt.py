@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from nightowl.harness.transcript import Entry, ToolCall, fenced_texts, outside_texts
+from nightowl.harness.transcript import fenced_texts, outside_texts
 from nightowl.memory.render import (
     INFORMATION_ONLY,
     ProfileItem,
@@ -19,6 +19,7 @@ from nightowl.memory.render import (
     seen_outside,
     shown_outside,
 )
+from nightowl.messages import Entry, ToolCall
 from nightowl.safety.policy import hold_for, is_tainted, traced_arguments
 
 AT = datetime(2026, 12, 1, 9, 30)

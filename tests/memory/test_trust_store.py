@@ -9,13 +9,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nightowl.harness.transcript import Entry, fenced_texts
+from nightowl.harness.transcript import fenced_texts
 from nightowl.memory.context import current_profile, memory_note
 from nightowl.memory.facts import list_facts
 from nightowl.memory.notes import live_notes, write_note
 from nightowl.memory.render import seen_outside
 from nightowl.memory.skills import edit_skill, list_skills, write_skill
 from nightowl.memory.worklog import edit_entry, recent_entries, write_entry
+from nightowl.messages import Entry
 from nightowl.models.scripted import ScriptedModel
 from nightowl.store.conversations import append_message, create_conversation
 from nightowl.store.database import Database
@@ -36,13 +37,13 @@ def _owner_turn(database: Database, text: str, turn: str) -> tuple[str, str]:
         conversation = create_conversation(session, owner).id
         append_message(session, conversation, role="user", body=text, trust="owner", turn_id=turn)
         entry = Entry(kind="user", text=text, trust="owner")
-        put_entry(session, conversation, turn, f"{turn}:msg", entry.to_dict())
+        put_entry(session, conversation, turn, f"{turn}:msg", entry)
     return owner, conversation
 
 
 def _entry(database: Database, conversation: str, turn: str, key: str, entry: Entry) -> None:
     with database.write() as session:
-        put_entry(session, conversation, turn, f"{turn}:{key}", entry.to_dict())
+        put_entry(session, conversation, turn, f"{turn}:{key}", entry)
 
 
 def _pass(database: Database, tmp_path: Path, owner: str, conversation: str, turn: str) -> None:

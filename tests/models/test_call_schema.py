@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from nightowl.models.base import ToolSpec
+from nightowl.messages import ToolSpec
 from nightowl.models.call_schema import call_schema, grammar_rules, loosened
 from nightowl.tools.builtin import builtin_registry
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from nightowl.harness.transcript import Entry, ToolCall
-from nightowl.models.base import ModelRequest, ToolSpec
+from nightowl.messages import Entry, ModelRequest, ToolCall, ToolSpec
 from nightowl.models.chatml import read_reply, render, system_block
 
 TOOLS = {"send_to_user", "wait"}

@@ -16,7 +16,7 @@ import pytest
 from nightowl.harness.compaction import summary_request
 from nightowl.harness.pins import pin_now, pinned_request
 from nightowl.harness.prompt import SYSTEM_PROMPT
-from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.messages import Entry, ToolCall
 from nightowl.models.local import LocalModel
 from nightowl.models.weights import weights_path
 from nightowl.tools.builtin import builtin_registry

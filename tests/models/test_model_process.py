@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from nightowl.harness.transcript import Entry
-from nightowl.models.base import ModelConfigError, ModelRequest, TransientModelError, is_transient
+from nightowl.messages import Entry, ModelRequest
+from nightowl.models.base import ModelConfigError, TransientModelError, is_transient
 from nightowl.models.local import LocalModel
 from nightowl.models.local_worker import Inbox, serve
 from tests.server import wait_for

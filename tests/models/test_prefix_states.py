@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nightowl.harness.transcript import Entry
-from nightowl.models.base import ModelRequest
+from nightowl.messages import Entry, ModelRequest
 from nightowl.models.chatml import render, system_block
 from nightowl.models.local_worker import Slots
 from nightowl.models.prefix_states import PrefixState, PrefixStates, state_key

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nightowl.models.base import Usage
+from nightowl.messages import Usage
 from nightowl.models.pricing import Price, PriceTable
 
 

@@ -7,14 +7,9 @@ import asyncio
 import pytest
 
 from nightowl.harness.notes import NOTE_META
-from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.messages import Entry, ModelRequest, ToolCall, ToolSpec
 from nightowl.models.anthropic_model import AnthropicModel, to_messages
-from nightowl.models.base import (
-    ModelConfigError,
-    ModelRequest,
-    ToolSpec,
-    TransientModelError,
-)
+from nightowl.models.base import ModelConfigError, TransientModelError
 from nightowl.models.openai_model import OpenAIModel
 from tests.fake_providers import FakeProvider, anthropic_reply, openai_reply
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from urllib.parse import quote
 
-from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.messages import Entry, ToolCall
 from nightowl.safety.data_flow import MIN_RUN, carried, flow_context, normal, readings
 from nightowl.safety.policy import gated, hold_for
 

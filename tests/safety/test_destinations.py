@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nightowl.harness.transcript import Entry
+from nightowl.messages import Entry
 from nightowl.safety.destinations import Destination, Unknown, curl_destinations
 from nightowl.safety.policy import hold_for
 from nightowl.safety.shell_words import split_shell

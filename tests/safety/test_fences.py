@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from nightowl.harness.transcript import Entry, as_data, as_notice, fence, fence_id, fenced_texts
+from nightowl.harness.transcript import as_data, as_notice, fence, fence_id, fenced_texts
+from nightowl.messages import Entry, ModelRequest
 from nightowl.models.anthropic_model import to_messages as anthropic_messages
-from nightowl.models.base import ModelRequest
 from nightowl.models.chatml import render
 from nightowl.models.openai_model import to_messages as openai_messages
 

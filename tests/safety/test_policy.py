@@ -6,8 +6,7 @@ import asyncio
 
 import pytest
 
-from nightowl.harness.transcript import Entry
-from nightowl.models.base import ModelReply, ModelRequest
+from nightowl.messages import Entry, ModelReply, ModelRequest
 from nightowl.safety.policy import (
     gated,
     hold_for,
@@ -17,7 +16,7 @@ from nightowl.safety.policy import (
     secret_names,
     traced_arguments,
 )
-from nightowl.safety.review import parse_verdict, review, review_request, reviewed_tool
+from nightowl.safety.review import ACTION_LINE, parse_verdict, review, review_request
 
 OWNER = Entry(kind="user", text="pay the Acme invoice, 120 GBP", trust="owner")
 EMAIL = Entry(
@@ -127,7 +126,8 @@ def test_the_reviewer_sees_the_owner_request_and_the_action_but_not_the_outside_
     request = reviewer.requests[0]
     facts = request.messages[0].text
     assert f"The owner asked:\n- {OWNER.text}\n" in facts
-    assert reviewed_tool(request) == "pay" and request.purpose == "review"
+    assert request.subject == "pay" and request.purpose == "review"
+    assert f"{ACTION_LINE}pay (effect: spend). Its arguments follow as data:" in facts
     assert "Content not from the owner is in the assistant's context: yes." in facts
     traced = next(line for line in facts.splitlines() if line.startswith("Arguments traced"))
     assert traced == "Arguments traced to content not from the owner: 2, named in the data above."

@@ -13,9 +13,9 @@ from typing import Any
 import zstandard
 
 from nightowl.computer.snapshots import snapshot_path
-from nightowl.safety.vault import SecretScope
 from nightowl.store.computers import computer_of
 from nightowl.tools.registry import ToolContext, ToolRegistry, ToolResult
+from nightowl.tools.secret_scope import SecretScope
 from nightowl.tools.shell import SHELL
 from tests.computer.sandboxes import UID_BASE, computers_for, new_user
 from tests.server import wait_for

@@ -12,7 +12,7 @@ import pytest
 
 from nightowl.engine.outside import files_written, replaces_file, whole_outside_texts
 from nightowl.harness.outputs import preview
-from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.messages import Entry, ToolCall
 from nightowl.safety.named_hosts import destination, from_owner, owner_hosts
 from nightowl.safety.policy import hold_for, traced_arguments
 from nightowl.safety.shell_rules import read_only

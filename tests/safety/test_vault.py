@@ -11,9 +11,7 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import select
 
-from nightowl.safety.send_tools import SEND_TOOLS
 from nightowl.safety.vault import (
-    SecretScope,
     VaultKeyError,
     bindings_of,
     load_key,
@@ -28,6 +26,8 @@ from nightowl.store.tables import SecretRow
 from nightowl.store.users import ensure_owner
 from nightowl.tools.builtin import builtin_registry
 from nightowl.tools.registry import ToolResult
+from nightowl.tools.secret_scope import SecretScope
+from nightowl.tools.send_drafts import SEND_TOOLS
 
 VALUE = "ghp_canary_5f0c2d9e8b7a"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from nightowl.engine.compaction import CompactionSettings, plan_compaction
+from nightowl.messages import Entry
 from nightowl.store.compactions import is_quiet, last_entry_id, record_compaction
 from nightowl.store.conversations import append_message, create_conversation
 from nightowl.store.database import Database
@@ -95,7 +96,7 @@ def test_a_compaction_replaces_the_history_and_drops_the_pin(database: Database)
     _, conversation, turn = _finished_turn(database, 120_000)
     with database.write() as session:
         for n in range(3):
-            put_entry(session, conversation, turn, f"e{n}", {"kind": "user", "text": f"old {n}"})
+            put_entry(session, conversation, turn, f"e{n}", Entry(kind="user", text=f"old {n}"))
         session.add(PromptPinRow(conversation_id=conversation, pin={"instructions": "x"}))
     with database.write() as session:
         through = last_entry_id(session, conversation)
@@ -108,11 +109,11 @@ def test_a_compaction_replaces_the_history_and_drops_the_pin(database: Database)
             model_call_id=None,
             tokens_before=120_000,
         )
-        put_entry(session, conversation, turn, "e3", {"kind": "user", "text": "new"})
+        put_entry(session, conversation, turn, "e3", Entry(kind="user", text="new"))
     with database.read() as session:
         seen = load_transcript(session, conversation)
         pin = session.get(PromptPinRow, conversation)
-    assert [entry["text"] for entry in seen] == ["summary", "new"]
+    assert [entry.text for entry in seen] == ["summary", "new"]
     assert pin is None  # the next request pins the current prompt afresh
 
 

@@ -97,5 +97,5 @@ def test_a_tool_with_an_effect_is_recorded_durably(database: Database, tmp_path:
     # durable; an unknown tool only says so.
     assert seen == [True, True, False, False, True, True, True, True]
     with database.read() as session:
-        results = [entry["text"] for entry in load_turn_entries(session, "turn")]
+        results = [entry.text for entry in load_turn_entries(session, "turn")]
     assert results[:3] == ["done", "done", "done"] and "nosuch" in results[3]

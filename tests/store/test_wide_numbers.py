@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text, update
 
+from nightowl.messages import Entry
 from nightowl.safety.audit import audit_log, record
 from nightowl.store.conversations import (
     append_message,
@@ -100,7 +101,7 @@ def test_sequence_numbers_and_row_ids_go_past_32_bits(database: Database) -> Non
 
     _next_ids_start_at(database, BEYOND_32_BITS, conversation)
     with database.write() as session:
-        put_entry(session, conversation, "turn-1", "k1", {"kind": "user", "text": "x"})
+        put_entry(session, conversation, "turn-1", "k1", Entry(kind="user", text="x"))
         record(
             session,
             "audit-1",
@@ -184,12 +185,12 @@ def test_the_migration_widens_an_existing_store_and_keeps_its_rows(postgres: Dat
     # New rows continue the old numbering, and may now go far past 2^31.
     with postgres.write() as session:
         assert append_message(session, "conv_1", role="user", body="3", trust="owner").seq == 3
-        put_entry(session, "conv_1", "turn-1", "k2", {})
+        put_entry(session, "conv_1", "turn-1", "k2", Entry(kind="user"))
     with postgres.read() as session:
         ids = session.scalars(select(TranscriptEntry.id).order_by(TranscriptEntry.id)).all()
         assert list(ids) == [1, 2]
     _next_ids_start_at(postgres, BEYOND_32_BITS, "conv_1")
     with postgres.write() as session:
-        put_entry(session, "conv_1", "turn-1", "k3", {})
+        put_entry(session, "conv_1", "turn-1", "k3", Entry(kind="user"))
     with postgres.read() as session:
         assert max(session.scalars(select(TranscriptEntry.id))) == BEYOND_32_BITS + 1

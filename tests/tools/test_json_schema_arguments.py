@@ -26,7 +26,7 @@ def test_invalid_arguments_load_the_schema_they_must_fit() -> None:
     from pydantic import BaseModel
 
     from nightowl.harness.prompt import assemble, loaded_tool_names
-    from nightowl.harness.transcript import Entry, ToolCall
+    from nightowl.messages import Entry, ToolCall
     from nightowl.tools.registry import Tool, ToolRegistry
 
     class Args(BaseModel):

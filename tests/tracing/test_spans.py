@@ -13,8 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from nightowl.config import Settings
 from nightowl.engine.durable import dbos_config
-from nightowl.harness.transcript import Entry, ToolCall
-from nightowl.models.base import ModelReply, Usage
+from nightowl.messages import Entry, ModelReply, ToolCall, Usage
 from nightowl.safety.redaction import Redactor
 from nightowl.tracing.export import build_traces
 from nightowl.tracing.spans import Traces, model_parts

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -22,16 +21,19 @@ from sqlalchemy.orm import Session
 from nightowl.engine.batches import take_guidance
 from nightowl.engine.gate import Clearance
 from nightowl.engine.model_calls import (
-    UNKNOWN,
     CallPlace,
     CallStart,
     ModelCalls,
-    Previous,
     begin_model_call,
     keep_reply,
     model_step_key,
 )
-from nightowl.engine.recorded_steps import MODEL_RETRIES, ensure_running, recorded_step
+from nightowl.engine.recorded_steps import (
+    MODEL_RETRIES,
+    ensure_running,
+    named_step,
+    recorded_step,
+)
 from nightowl.engine.timers import timer_workflow_id
 from nightowl.engine.tool_calls import run_tool_call
 from nightowl.engine.turn_deps import TurnDeps
@@ -44,28 +46,17 @@ from nightowl.harness.loop import (
     StartHelper,
     Stop,
     StopHelpers,
-    ToolOutcome,
     after_model,
     after_tools,
     follow_ups,
     rerun_asked,
 )
 from nightowl.harness.notes import newest_note
-from nightowl.harness.parrot import (
-    RECEIPT_NOTE,
-    RETRY_NOTE,
-    checkable,
-    could_not,
-    echoed_receipt,
-    newest_ask,
-    repeated,
-    resent,
-    without_sends,
-)
-from nightowl.harness.pins import PromptPin, pinned_request, server_changes
+from nightowl.harness.parrot import ReplyVerdict, judge_reply
+from nightowl.harness.pins import pinned_request, server_changes
 from nightowl.harness.prompt import PROMPT_STYLES, PromptStyle
-from nightowl.harness.transcript import Entry, ToolCall
-from nightowl.models.base import Model, ModelConfigError, ModelReply
+from nightowl.messages import Entry, ModelReply, ModelRequest, PromptPin, ToolCall, ToolOutcome
+from nightowl.models.base import Model, ModelConfigError
 from nightowl.store.conversations import recent_exchanges
 from nightowl.store.outages import outlast
 from nightowl.store.questions import take_answer
@@ -109,9 +100,6 @@ class LoopContext:
     computer_id: str = ""  # whose computer the tools use ("": the owner's)
 
 
-ScheduleTimerFn = Callable[[str, str, float, str], Awaitable[None]]
-
-
 @dataclass
 class RunState:
     """What a run looks up once and keeps while it runs in this process: its tools (stable
@@ -123,14 +111,12 @@ class RunState:
     tools_seen: int = -1
     memory: str | None = None
     pin: PromptPin | None = None
-    # Its last request's sections and time (unknown until it made one here).
-    previous: Previous = UNKNOWN
     # Its progress was noted since it started in this process (store/turns.py note_progress).
     progressed: bool = False
 
 
 class HelperControl(Protocol):
-    """Starts and stops helper runs (engine/helpers.py)."""
+    """Starts and stops helper runs (engine/helper_agents.py)."""
 
     async def start(self, helper_id: str, run_id: str, owner_id: str) -> None: ...
 
@@ -138,236 +124,220 @@ class HelperControl(Protocol):
 
 
 class AgentLoop:
-    """Registers the loop's steps with DBOS once per process and runs the loop."""
+    """Runs the loop: each side effect a named step (registered with DBOS once per process),
+    the order decided by `harness/loop.py`."""
 
     def __init__(self, deps: TurnDeps, calls: ModelCalls, profiles: list[LoopProfile]) -> None:
         self.deps, self.calls = deps, calls
         self.profiles = {profile.name: profile for profile in profiles}
         self.helpers: HelperControl | None = None  # set once the helpers' engine exists
         self.runs: dict[str, RunState] = {}  # runs going on in this process
-        calls.sent = self._sent
-        database, metrics = deps.database, deps.metrics
+        # Not DBOS steps: their results are committed with their writes and found again on
+        # a re-run (store/step_results.py), which is all DBOS's own record of them would
+        # add, at the cost of two more transactions per step (see docs/architecture.md).
+        self._call_model = recorded_step(retries=MODEL_RETRIES)(self.call_model)
+        self._run_tool = recorded_step()(self.run_tool)
+        self._record_answer = named_step("nightowl.record_answer", self.record_answer)
 
-        # Not a DBOS step: the step's result is committed with its writes and found again on a
-        # re-run (store/step_results.py), which is all DBOS's own record of it would add, at
-        # the cost of two more transactions per step (see docs/architecture.md).
-        @recorded_step(retries=MODEL_RETRIES)
-        async def call_model(
-            profile_name: str,
-            run_id: str,
-            conversation_id: str,
-            step: int,
-            calls_so_far: list[dict[str, Any]],
-        ) -> ModelStep:
-            profile = self.profiles[profile_name]
-            metrics.steps.labels(kind="model").inc()
-
-            kept = self.runs.setdefault(run_id, RunState())
-
-            def prepare() -> tuple[CallStart | Recorded, ToolRegistry]:
-                # Only the call's start and the pin: both made again if lost (Database.write).
-                with database.write(redoable=True) as session:
-                    # The conversation's tools: built-in and its connectors' (read again when
-                    # a provider's lists changed or a call named a tool the run did not know).
-                    tools = _run_tools(kept, profile.tools, session, conversation_id)
-                    # A step that an earlier attempt of this run committed is replayed as it
-                    # was, whatever the run's status is now: a run that finished in the store
-                    # and died before DBOS recorded its end replays to that end (stopping it
-                    # here would leave its workflow pending, holding its queue).
-                    earlier = recorded_result(session, model_step_key(run_id, step))
-                    if earlier is not None:
-                        return earlier, tools
-                    # Kept referred to: the session's identity map serves the budget check's
-                    # (and a helper's guidance's) reads of the turn only while it is.
-                    _turn = ensure_running(session, run_id)
-                    if profile.takes_guidance:
-                        take_guidance(session, run_id)
-                    return begin_model_call(
-                        session,
-                        limits=profile.limits,
-                        turn_id=run_id,
-                        conversation_id=conversation_id,
-                        step=step,
-                        calls_so_far=calls_so_far,
-                        model_name=profile.model.name,
-                        summaries=tools.summaries(),
-                        specs=tools.specs(),
-                        groups=tools.groups(),
-                        instructions=profile.instructions,
-                        memory=kept.memory,
-                        pin=kept.pin,
-                        style=profile.style,
-                    ), tools
-
-            start, tools = await asyncio.to_thread(prepare)
-            if isinstance(start, Recorded):  # committed before a crash: not called again
-                return ModelStep.from_dict(start.value)
-            if start.stop:
-                return ModelStep(stop=Stop(start.stop, start.once))
-            kept.memory, kept.pin = start.memory, start.pin
-            # The conversation keeps its pinned prompt (a cached prefix); the time, what
-            # memory recalls and what the server changed since reach it as a note in the
-            # newest message, kept where it was said (harness/notes.py).
-            summaries, specs, groups = tools.summaries(), tools.specs(), tools.groups()
-            changes = server_changes(
-                start.pin, profile.instructions, summaries, specs, start.history, groups
-            )
-            note = newest_note(start.history, run_id, utcnow(), start.memory, changes)
-            request = pinned_request(
-                start.pin, profile.instructions, summaries, specs, start.history, note, groups
-            )
-            if profile.purpose != request.purpose:
-                request = replace(request, purpose=profile.purpose)
-
-            retry_note = [RETRY_NOTE]  # why the first reply was not kept
-
-            def keep(session: Session, reply: ModelReply, last_try: bool) -> ModelReply | None:
-                """Keep the reply with its call's record and return it, unless it parrots an
-                earlier message (a conversation's turn) or a send's receipt: then None, to ask
-                again once (`retry_note` says why); the second time, keep what tells the owner
-                the model could not do it (a copied receipt: the reply without its sends)."""
-                copied = None
-                if resent(reply, start.history):
-                    # The owner has this message from this turn already: it ends here.
-                    log.warning("a reply sent this turn's message again", extra={"run": run_id})
-                    reply = without_sends(reply)
-                elif checkable(reply) and echoed_receipt(reply, start.history) is not None:
-                    metrics.parroted_replies.inc()
-                    log.warning("a reply repeated a send's receipt", extra={"run": run_id})
-                    if not last_try:
-                        retry_note[0] = RECEIPT_NOTE
-                        return None
-                    reply = without_sends(reply)
-                elif profile.purpose == "turn" and checkable(reply):
-                    said, asked = recent_exchanges(session, conversation_id)
-                    copied = repeated(reply, newest_ask(start.history), said, asked)
-                if copied is not None:
-                    metrics.parroted_replies.inc()
-                    log.warning("a reply repeated an earlier message", extra={"run": run_id})
-                    if not last_try:
-                        retry_note[0] = RETRY_NOTE
-                        return None
-                    reply = could_not(reply, profile.model.name)
-                keep_reply(
-                    session,
-                    reply,
-                    run_id=run_id,
-                    conversation_id=conversation_id,
-                    step=step,
-                    meta=start.seen,
-                    progress=not kept.progressed,
-                    note=note,
-                )
-                return reply
-
-            place = CallPlace(conversation_id, run_id, step, start.record)
-            _, kept_first = await self.calls.call(
-                profile.model,
-                request,
-                place,
-                previous=kept.previous,
-                then=lambda session, reply: keep(session, reply, last_try=False),
-            )
-            if kept_first is not None:
-                kept.progressed = True
-                return ModelStep(reply=kept_first)
+    async def call_model(
+        self,
+        profile_name: str,
+        run_id: str,
+        conversation_id: str,
+        step: int,
+        calls_so_far: list[dict[str, Any]],
+    ) -> ModelStep:
+        """Step: the next model call of the run — its request built from the conversation's
+        pinned prompt, history and newest note; the reply kept, or asked for again once."""
+        profile = self.profiles[profile_name]
+        self.deps.metrics.steps.labels(kind="model").inc()
+        kept = self.runs.setdefault(run_id, RunState())
+        self.calls.follow(run_id)
+        begun = (profile, kept, run_id, conversation_id, step, calls_so_far)
+        start, tools = await asyncio.to_thread(self._begin_call, *begun)
+        if isinstance(start, Recorded):  # committed before a crash: not called again
+            return ModelStep.from_dict(start.value)
+        if start.stop:
+            return ModelStep(stop=Stop(start.stop, start.once))
+        kept.memory, kept.pin = start.memory, start.pin
+        request, note = _request_of(profile, tools, start, run_id)
+        place = CallPlace(conversation_id, run_id, step, start.record)
+        keeping = _Keeping(profile, kept, start, note, place)
+        _, first = await self.calls.call(
+            profile.model,
+            request,
+            place,
+            previous=self.calls.previous(run_id),
+            then=lambda session, reply: self._keep_reply(session, reply, keeping, last_try=False),
+        )
+        verdict = first
+        if first is not None and first.reply is None:
             # Asked again with a note at the end (the cached prefix holds), recorded as a
             # call of its own.
             again = replace(
                 request,
-                messages=(
-                    *request.messages,
-                    Entry(kind="notice", text=retry_note[0], trust="agent"),
-                ),
+                messages=(*request.messages, Entry(kind="notice", text=first.note, trust="agent")),
             )
-            _, kept_second = await self.calls.call(
+            _, verdict = await self.calls.call(
                 profile.model,
                 again,
                 CallPlace(conversation_id, run_id, step),
-                then=lambda session, reply: keep(session, reply, last_try=True),
+                then=lambda session, reply: self._keep_reply(
+                    session, reply, keeping, last_try=True
+                ),
             )
-            assert kept_second is not None  # the last try is always kept
-            kept.progressed = True
-            return ModelStep(reply=kept_second)
+        assert verdict is not None and verdict.reply is not None  # the last try is kept
+        kept.progressed = True
+        return ModelStep(reply=verdict.reply)
 
-        @recorded_step()
-        async def run_tool(
-            profile_name: str,
-            run_id: str,
-            conversation_id: str,
-            owner_id: str,
-            slot: str,
-            call_data: dict[str, Any],
-            rerun: bool = False,
-            computer_id: str = "",
-        ) -> ToolOutcome:
-            metrics.steps.labels(kind="tool").inc()
-            toolbox = self.profiles[profile_name].tools
-            kept = self.runs.get(run_id)
-            tools: ToolRegistry | None = None
-            if kept is not None:
-                name = str(call_data.get("name", ""))
+    def _begin_call(
+        self,
+        profile: LoopProfile,
+        kept: RunState,
+        run_id: str,
+        conversation_id: str,
+        step: int,
+        calls_so_far: list[dict[str, Any]],
+    ) -> tuple[CallStart | Recorded, ToolRegistry]:
+        """The call's start and the pin (both made again if lost: Database.write), with the
+        run's tools; or the step's result an earlier attempt committed."""
+        with self.deps.database.write(redoable=True) as session:
+            # The conversation's tools: built-in and its connectors' (read again when a
+            # provider's lists changed or a call named a tool the run did not know).
+            tools = _run_tools(kept, profile.tools, session, conversation_id)
+            # A step that an earlier attempt of this run committed is replayed as it was,
+            # whatever the run's status is now: a run that finished in the store and died
+            # before DBOS recorded its end replays to that end (stopping it here would leave
+            # its workflow pending, holding its queue).
+            earlier = recorded_result(session, model_step_key(run_id, step))
+            if earlier is not None:
+                return earlier, tools
+            # Kept referred to: the session's identity map serves the budget check's (and a
+            # helper's guidance's) reads of the turn only while it is.
+            _turn = ensure_running(session, run_id)
+            if profile.takes_guidance:
+                take_guidance(session, run_id)
+            return begin_model_call(
+                session,
+                limits=profile.limits,
+                turn_id=run_id,
+                conversation_id=conversation_id,
+                step=step,
+                calls_so_far=calls_so_far,
+                model_name=profile.model.name,
+                summaries=tools.summaries(),
+                specs=tools.specs(),
+                groups=tools.groups(),
+                instructions=profile.instructions,
+                memory=kept.memory,
+                pin=kept.pin,
+                style=profile.style,
+            ), tools
 
-                def look_up() -> ToolRegistry:
-                    assert kept is not None
-                    with database.read() as session:
-                        return _run_tools(kept, toolbox, session, conversation_id, name)
-
-                # Most calls: the run's tools are current, and no store read is needed.
-                tools = kept.tools if _current(kept, toolbox, name) else None
-                if tools is None:
-                    tools = await asyncio.to_thread(look_up)
-            return await run_tool_call(
-                deps,
-                tools or toolbox,
-                run_id,
-                conversation_id,
-                owner_id,
-                slot,
-                call_data,
-                rerun,
-                computer_id,
+    def _keep_reply(
+        self, session: Session, reply: ModelReply, keeping: _Keeping, last_try: bool
+    ) -> ReplyVerdict:
+        """In the call's transaction: judge the reply (harness/parrot.py `judge_reply`) and
+        keep the reply to keep with its call's record."""
+        profile, start, place = keeping.profile, keeping.start, keeping.place
+        verdict = judge_reply(
+            reply,
+            start.history,
+            purpose=profile.purpose,
+            last_try=last_try,
+            model_name=profile.model.name,
+            recent=lambda: recent_exchanges(session, place.conversation_id),
+        )
+        if verdict.caught:
+            if verdict.caught != "resent":
+                self.deps.metrics.parroted_replies.inc()
+            log.warning(_CAUGHT[verdict.caught], extra={"run": place.run_id})
+        if verdict.reply is not None:
+            keep_reply(
+                session,
+                verdict.reply,
+                run_id=place.run_id,
+                conversation_id=place.conversation_id,
+                step=place.step,
+                meta=start.seen,
+                progress=not keeping.kept.progressed,
+                note=keeping.note,
             )
+        return verdict
 
-        @DBOS.step(name="nightowl.record_answer")
-        async def record_answer(
-            run_id: str, conversation_id: str, slot: str, call_data: dict[str, Any], question: str
-        ) -> None:
-            call = ToolCall.from_dict(call_data)
-
-            def record() -> None:
-                with database.write() as session:
-                    answer = take_answer(session, run_id, question)
-                    waited = _duration(deps.answer_wait_s)
-                    entry = Entry(
-                        kind="tool_result",
-                        text=answer_for_agent(answer, waited),
-                        trust="owner" if answer is not None else "agent",
-                        call_id=call.id,
-                        tool_name=call.name,
-                    )
-                    key = f"{run_id}:tool:{slot}"
-                    put_entry(session, conversation_id, run_id, key, entry.to_dict())
-                    set_activity(session, run_id, "thinking")
-
-            metrics.steps.labels(kind="answer").inc()
-            await outlast(record)
-
-        self._call_model, self._run_tool, self._record_answer = call_model, run_tool, record_answer
-
-    def _sent(self, place: CallPlace, sections: tuple[list[list[Any]], Any]) -> None:
-        kept = self.runs.get(place.run_id)
+    async def run_tool(
+        self,
+        profile_name: str,
+        run_id: str,
+        conversation_id: str,
+        owner_id: str,
+        slot: str,
+        call_data: dict[str, Any],
+        rerun: bool = False,
+        computer_id: str = "",
+    ) -> ToolOutcome:
+        """Step: one tool call (engine/tool_calls.py), with the run's current tools."""
+        self.deps.metrics.steps.labels(kind="tool").inc()
+        toolbox = self.profiles[profile_name].tools
+        kept = self.runs.get(run_id)
+        tools: ToolRegistry | None = None
         if kept is not None:
-            kept.previous = sections
+            name = str(call_data.get("name", ""))
+            # Most calls: the run's tools are current, and no store read is needed.
+            tools = kept.tools if _current(kept, toolbox, name) else None
+            if tools is None:
+                look_up = (kept, toolbox, conversation_id, name)
+                tools = await asyncio.to_thread(self._look_up_tools, *look_up)
+        return await run_tool_call(
+            self.deps,
+            tools or toolbox,
+            run_id,
+            conversation_id,
+            owner_id,
+            slot,
+            call_data,
+            rerun,
+            computer_id,
+        )
 
-    async def run(self, context: LoopContext, schedule_timer: ScheduleTimerFn) -> LoopEnd:
+    def _look_up_tools(
+        self, kept: RunState, toolbox: Toolbox, conversation_id: str, name: str
+    ) -> ToolRegistry:
+        with self.deps.database.read() as session:
+            return _run_tools(kept, toolbox, session, conversation_id, name)
+
+    async def record_answer(
+        self, run_id: str, conversation_id: str, slot: str, call_data: dict[str, Any], question: str
+    ) -> None:
+        """Step: the owner's answer to a question a tool asked, as that call's result."""
+        call = ToolCall.from_dict(call_data)
+
+        def record() -> None:
+            with self.deps.database.write() as session:
+                answer = take_answer(session, run_id, question)
+                waited = _duration(self.deps.answer_wait_s)
+                entry = Entry(
+                    kind="tool_result",
+                    text=answer_for_agent(answer, waited),
+                    trust="owner" if answer is not None else "agent",
+                    call_id=call.id,
+                    tool_name=call.name,
+                )
+                put_entry(session, conversation_id, run_id, f"{run_id}:tool:{slot}", entry)
+                set_activity(session, run_id, "thinking")
+
+        self.deps.metrics.steps.labels(kind="answer").inc()
+        await outlast(record)
+
+    async def run(self, context: LoopContext) -> LoopEnd:
         """Run the loop to its end (a workflow's body: every side effect is a step)."""
         try:
-            return await self._run(context, schedule_timer)
+            return await self._run(context)
         finally:
             self.runs.pop(context.run_id, None)
+            self.calls.forget(context.run_id)
 
-    async def _run(self, context: LoopContext, schedule_timer: ScheduleTimerFn) -> LoopEnd:
+    async def _run(self, context: LoopContext) -> LoopEnd:
         calls: list[dict[str, Any]] = []
         step = 0
         while True:
@@ -388,7 +358,7 @@ class AgentLoop:
             outcomes = []
             for index, call in enumerate(model_step.reply.tool_calls):
                 calls.append(call.to_dict())
-                outcome = await self._tool_call(context, f"{step}.{index}", call, schedule_timer)
+                outcome = await self._tool_call(context, f"{step}.{index}", call)
                 if outcome is not None:
                     outcomes.append(outcome)
             if after_tools(outcomes) == "end":
@@ -396,7 +366,7 @@ class AgentLoop:
             step += 1
 
     async def _tool_call(
-        self, context: LoopContext, slot: str, call: ToolCall, schedule_timer: ScheduleTimerFn
+        self, context: LoopContext, slot: str, call: ToolCall
     ) -> ToolOutcome | None:
         """One tool call through the safety gate, with what its outcome asks for; None when
         the gate blocked it (its result, why and what to do, is recorded)."""
@@ -415,7 +385,7 @@ class AgentLoop:
                 await self.helpers.stop(list(follow.run_ids))
             elif isinstance(follow, ScheduleTimer):
                 timer = follow.timer
-                await schedule_timer(
+                await self.deps.schedule_timer(
                     timer_workflow_id(context.run_id, timer.call_id),
                     context.conversation_id,
                     timer.seconds,
@@ -479,6 +449,45 @@ class AgentLoop:
             await self._record_answer(
                 context.run_id, context.conversation_id, slot, call.to_dict(), wait.question
             )
+
+
+@dataclass(frozen=True)
+class _Keeping:
+    """What keeping a model call's reply needs: the run's profile and state, the call's
+    start, the newest note the request carried, and where the call is recorded."""
+
+    profile: LoopProfile
+    kept: RunState
+    start: CallStart
+    note: Entry
+    place: CallPlace
+
+
+_CAUGHT = {
+    "resent": "a reply sent this turn's message again",
+    "receipt": "a reply repeated a send's receipt",
+    "repeated": "a reply repeated an earlier message",
+}
+
+
+def _request_of(
+    profile: LoopProfile, tools: ToolRegistry, start: CallStart, run_id: str
+) -> tuple[ModelRequest, Entry]:
+    """The request of a model call and the newest note it carries: the conversation keeps its
+    pinned prompt (a cached prefix); the time, what memory recalls and what the server
+    changed since reach it as a note in the newest message, kept where it was said
+    (harness/notes.py)."""
+    summaries, specs, groups = tools.summaries(), tools.specs(), tools.groups()
+    changes = server_changes(
+        start.pin, profile.instructions, summaries, specs, start.history, groups
+    )
+    note = newest_note(start.history, run_id, utcnow(), start.memory, changes)
+    request = pinned_request(
+        start.pin, profile.instructions, summaries, specs, start.history, note, groups
+    )
+    if profile.purpose != request.purpose:
+        request = replace(request, purpose=profile.purpose)
+    return request, note
 
 
 def _run_tools(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from nightowl.harness.interruption import interruption_record
-from nightowl.harness.transcript import Entry
+from nightowl.messages import Entry
 from nightowl.store.conversations import find_conversation
 from nightowl.store.transcript import (
     load_turn_entries,
@@ -41,18 +41,18 @@ def take_turn_batch(session: Session, turn_id: str) -> Batch:
     turn = get_turn(session, turn_id)
     conversation = find_conversation(session, turn.conversation_id)
     for earlier in cut_off_turns(session, conversation.id, turn_id):
-        entries = [Entry.from_dict(p) for p in load_turn_entries(session, earlier)]
+        entries = load_turn_entries(session, earlier)
         results, note = interruption_record(entries)
         for result in results:
             key = f"{earlier}:cut:{result.call_id}"
-            put_entry(session, conversation.id, earlier, key, result.to_dict())
+            put_entry(session, conversation.id, earlier, key, result)
         notice = Entry(kind="notice", text=note, trust="agent")
         put_entry(
             session,
             conversation.id,
             turn_id,
             f"{turn_id}:after:{earlier}",
-            notice.to_dict(),
+            notice,
         )
         mark_interrupted(session, earlier)
     batch = claim_batch(session, turn_id)
@@ -65,7 +65,7 @@ def take_turn_batch(session: Session, turn_id: str) -> Batch:
                 kind="notice" if message.role == "notice" else "user",
                 text=message.body,
                 trust=message.trust,
-            ).to_dict(),
+            ),
         )
         for message in batch
     ]
@@ -82,7 +82,7 @@ def take_guidance(session: Session, run_id: str) -> int:
     entries = [
         (
             f"msg:{message.seq}",
-            Entry(kind="user", text=message.body, trust=message.trust).to_dict(),
+            Entry(kind="user", text=message.body, trust=message.trust),
         )
         for message in new
     ]

@@ -25,10 +25,9 @@ from nightowl.harness.compaction import (
     summary_request,
     wakes_within,
 )
-from nightowl.harness.pins import PromptPin
 from nightowl.harness.prompt import instructions_for
-from nightowl.harness.transcript import Entry
-from nightowl.models.base import Model, ModelReply, ToolSpec
+from nightowl.messages import Entry, ModelReply, PromptPin, ToolSpec
+from nightowl.models.base import Model
 from nightowl.store.compactions import (
     is_quiet,
     last_entry_id,
@@ -121,7 +120,7 @@ def build_compaction_workflow(
                 return "wake due"
             size = last_prompt_size(session, after_turn)
             pin = conversation_pin(session, conversation_id, summaries, specs, groups)
-            history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
+            history = load_transcript(session, conversation_id)
             through = last_entry_id(session, conversation_id)
             record = start_model_call(
                 session, conversation_id, f"compaction:{after_turn}", 0, model.name

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar
 
 from dbos import DBOS
 from sqlalchemy.orm import Session
@@ -19,10 +19,12 @@ from sqlalchemy.orm import Session
 from nightowl.config import Settings
 from nightowl.engine.model_calls import CallPlace, ModelCalls
 from nightowl.engine.outside import files_written, replaces_file, whole_outside_texts
+from nightowl.engine.recorded_steps import named_step
 from nightowl.evals.capture import Flag, flag_failure
-from nightowl.harness.transcript import Entry, ToolCall, outside_texts
+from nightowl.harness.transcript import outside_texts
 from nightowl.logs import redact_in_logs
 from nightowl.memory.context import memory_texts
+from nightowl.messages import Button, Controls, Draft, Entry, Hold, ToolCall
 from nightowl.models.base import Model
 from nightowl.models.pricing import PriceTable
 from nightowl.models.select import build_model
@@ -36,9 +38,8 @@ from nightowl.safety.policy import (
     traced_arguments,
 )
 from nightowl.safety.review import Verdict, review, rule_verdict
-from nightowl.safety.send_tools import final_payload
 from nightowl.safety.sends import Sender, SendProvider, perform_send
-from nightowl.safety.vault import SecretScope, bindings_of, load_key, open_sealed
+from nightowl.safety.vault import bindings_of, load_key, open_sealed
 from nightowl.safety.wording import action_detail, approval_text, blocked_text, rerun_text
 from nightowl.store.database import Database
 from nightowl.store.outages import waits_out_outages
@@ -55,7 +56,12 @@ from nightowl.store.transcript import (
 from nightowl.store.turns import set_activity
 from nightowl.tools.providers import Toolbox
 from nightowl.tools.registry import Tool
+from nightowl.tools.secret_scope import SecretScope
+from nightowl.tools.send_drafts import final_payload
 
+# Who performs a send through one of the owner's channels (session, vault key, owner, tool,
+# payload), or None when none of theirs can.
+ChannelSender = Callable[[Session, bytes, str, str, dict[str, Any]], Sender | None]
 P = ParamSpec("P")
 R = TypeVar("R")
 REVIEW_STEP = -1  # the model_calls step of a review
@@ -70,9 +76,7 @@ class SafetyDeps:
     vault_key: bytes | None = None
     send_provider: SendProvider | None = None
     # A send the owner's own channel performs (a mail through their e-mail channel), or None.
-    channel_sender: Callable[[Session, bytes, str, str, dict[str, Any]], Sender | None] | None = (
-        None
-    )
+    channel_sender: ChannelSender | None = None
     approval_timeout_s: float = 15.0
     prices: PriceTable = field(default_factory=PriceTable)
     blob_dir: Path | None = None  # large outputs: the checks read them whole
@@ -94,6 +98,37 @@ class _Loaded:
 
 
 @dataclass(frozen=True)
+class _Judged:
+    """The review of a call: whether the reviewer was asked, its verdict, the reasons to hold
+    the call for the owner (none: it runs) and the outside texts its arguments carry."""
+
+    reviewed: bool
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    traces: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The call a gate step is about: its turn, conversation, owner and slot."""
+
+    turn_id: str
+    conversation_id: str
+    owner_id: str
+    slot: str
+
+    def common(self, tool: str, effect: str) -> dict[str, str]:
+        """The audit record's fields every record of this call shares."""
+        return {
+            "owner_id": self.owner_id,
+            "conversation_id": self.conversation_id,
+            "turn_id": self.turn_id,
+            "tool": tool,
+            "effect": effect,
+        }
+
+
+@dataclass(frozen=True)
 class Clearance:
     """The gate's word on one tool call: whether it may run, and how that was decided (not
     gated: a read; allowed: reviewed, or held by no rule; approved or denied by the owner,
@@ -109,9 +144,11 @@ def build_gate(
     tools: Toolbox,
     model: Model | None,
     calls: ModelCalls,
+    channel_sender: ChannelSender | None = None,
 ) -> SafetyGate:
     """The gate as configured: its reviewer (the agent's model unless another is set), the
-    vault key, the send provider and the approval window."""
+    vault key, the send providers (the configured one, and `channel_sender`: the owner's own
+    channel, e.g. their e-mail) and the approval window."""
     reviewer = (
         build_model(
             settings.review_model,
@@ -122,14 +159,12 @@ def build_gate(
         if settings.review_model
         else model
     )
-    from nightowl.channels.email_sends import email_sender
-
     provider = SendProvider(settings.send_provider_url) if settings.send_provider_url else None
     deps = SafetyDeps(
         reviewer=reviewer,
         vault_key=load_key(settings.data_dir, settings.secret_key),
         send_provider=provider,
-        channel_sender=email_sender,
+        channel_sender=channel_sender,
         approval_timeout_s=settings.approval_timeout_s,
         prices=PriceTable(settings.prices),
         blob_dir=settings.blob_dir,
@@ -139,17 +174,9 @@ def build_gate(
     return SafetyGate(database, tools, deps, calls)
 
 
-def _function(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    async def step(*args: P.args, **kwargs: P.kwargs) -> R:
-        return await method(*args, **kwargs)
-
-    step.__name__ = step.__qualname__ = method.__name__
-    return step
-
-
 def _step(name: str, method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     """A method as a named DBOS step that waits out a database outage."""
-    return DBOS.step(name=name)(_function(waits_out_outages(method)))
+    return named_step(name, waits_out_outages(method))
 
 
 class SafetyGate:
@@ -160,7 +187,6 @@ class SafetyGate:
     ) -> None:
         self.database, self.tools, self.deps = database, tools, deps
         self.calls = calls  # the model-call sequence the reviewer's calls go through
-        # DBOS registers plain functions (not bound methods) as steps.
         # Each step may run again whole while the database is away: its writes are keyed (a
         # recorded review, audit records, a send recorded before it is made).
         self._review = _step("nightowl.review_action", self._review_action)
@@ -211,7 +237,7 @@ class SafetyGate:
         if held is None:
             return Clearance(True, "allowed")
         await DBOS.recv_async(
-            topic=f"answer:{held['question']}", timeout_seconds=self.deps.approval_timeout_s
+            topic=f"answer:{held.question}", timeout_seconds=self.deps.approval_timeout_s
         )
         approved = bool(await self._decide(turn_id, conversation_id, owner_id, slot, call, held))
         return Clearance(approved, "approved" if approved else "denied")
@@ -225,7 +251,7 @@ class SafetyGate:
         again = f"{slot}:again"
         held = await self._ask_again(turn_id, conversation_id, owner_id, again, call)
         await DBOS.recv_async(
-            topic=f"answer:{held['question']}", timeout_seconds=self.deps.approval_timeout_s
+            topic=f"answer:{held.question}", timeout_seconds=self.deps.approval_timeout_s
         )
         return bool(await self._decide(turn_id, conversation_id, owner_id, again, call, held))
 
@@ -237,7 +263,7 @@ class SafetyGate:
         slot: str,
         call: dict[str, Any],
         question: str,
-        send: dict[str, Any],
+        send: Draft,
     ) -> None:
         """After a draft's answer: send it exactly once (Send) or drop it (Discard)."""
         await self._send(turn_id, conversation_id, owner_id, slot, call, question, send)
@@ -249,7 +275,9 @@ class SafetyGate:
         owner_id: str,
         slot: str,
         call_data: dict[str, Any],
-    ) -> dict[str, Any] | None:
+    ) -> Hold | None:
+        """Step: review a gated call (the rules, then the reviewer model); a call held for
+        the owner's approval is asked about (`ask_owner`) and its hold returned."""
         call = ToolCall.from_dict(call_data)
         tool = await asyncio.to_thread(self.tool_of, conversation_id, call.name)
         connector = self.tools.get(call.name) is None  # its URL arguments are requests
@@ -261,36 +289,63 @@ class SafetyGate:
             await asyncio.to_thread(self._record_refusal, *refused)
             return None
         step_key = f"{turn_id}:{slot}:review"
+        read = (step_key, turn_id, conversation_id, owner_id, call)
+        loaded = await asyncio.to_thread(self._read_review, *read)
+        if isinstance(loaded, Recorded):  # committed before a crash: no second review
+            return Hold.from_dict(loaded.value) if loaded.value else None
+        judged = await self._judge(turn_id, conversation_id, tool, call, loaded, connector)
+        if judged is None:
+            return None
+        where = _Where(turn_id, conversation_id, owner_id, slot)
 
-        def load() -> Recorded | _Loaded:
-            with self.database.read() as session:
-                earlier = recorded_result(session, step_key)
-                if earlier is not None:  # committed before a crash: no second review
-                    return earlier
-                history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
-                turn = [Entry.from_dict(p) for p in load_turn_entries(session, turn_id)]
-                bindings = bindings_of(session, owner_id)
-                # Only a tainted turn's requests are judged by what they carry: memory and
-                # the secrets are read for it then, never in a clean turn.
-                tainted = bool(outside_texts(history))
-                memory = memory_texts(session, owner_id) if tainted else []
-                sealed = self.sealed(session, owner_id) if tainted else []
-            home = self.deps.homes_dir / owner_id if self.deps.homes_dir else None
-            outside = whole_outside_texts(history, self.deps.blob_dir, home)
-            flow = flow_context(
-                history,
-                turn_entries=turn,
-                call_id=call.id,
-                memory=memory,
-                secrets=dict(self.scope_of(owner_id, sealed).values),
-                outside=outside,
-            )
-            overwrites = replaces_file(call, home, files_written(turn))
-            return _Loaded(history, outside, overwrites, bindings, flow)
+        def record() -> Hold | None:
+            with self.database.write() as session:
+                held = self._hold(session, where, tool, call, judged)
+                record_result(session, step_key, held.to_dict() if held else None)
+                return held
 
-        loaded = await asyncio.to_thread(load)
-        if isinstance(loaded, Recorded):
-            return cast(dict[str, Any] | None, loaded.value)
+        return await asyncio.to_thread(record)
+
+    def _read_review(
+        self, step_key: str, turn_id: str, conversation_id: str, owner_id: str, call: ToolCall
+    ) -> Recorded | _Loaded:
+        """What a review reads, or the review an earlier attempt recorded."""
+        with self.database.read() as session:
+            earlier = recorded_result(session, step_key)
+            if earlier is not None:
+                return earlier
+            history = load_transcript(session, conversation_id)
+            turn = load_turn_entries(session, turn_id)
+            bindings = bindings_of(session, owner_id)
+            # Only a tainted turn's requests are judged by what they carry: memory and the
+            # secrets are read for it then, never in a clean turn.
+            tainted = bool(outside_texts(history))
+            memory = memory_texts(session, owner_id) if tainted else []
+            sealed = self.sealed(session, owner_id) if tainted else []
+        home = self.deps.homes_dir / owner_id if self.deps.homes_dir else None
+        outside = whole_outside_texts(history, self.deps.blob_dir, home)
+        flow = flow_context(
+            history,
+            turn_entries=turn,
+            call_id=call.id,
+            memory=memory,
+            secrets=dict(self.scope_of(owner_id, sealed).values),
+            outside=outside,
+        )
+        overwrites = replaces_file(call, home, files_written(turn))
+        return _Loaded(history, outside, overwrites, bindings, flow)
+
+    async def _judge(
+        self,
+        turn_id: str,
+        conversation_id: str,
+        tool: Tool,
+        call: ToolCall,
+        loaded: _Loaded,
+        connector: bool,
+    ) -> _Judged | None:
+        """The rules' hold and the reviewer's verdict on a call (None: not reviewed and held
+        by no rule, so it runs)."""
         history, outside = loaded.history, loaded.outside
         hold = hold_for(
             tool.name,
@@ -326,68 +381,81 @@ class SafetyGate:
                 found,
             )
         reasons = [r for r in (hold.reason, "" if verdict.allow else verdict.reason) if r]
-        common = {
-            "owner_id": owner_id,
-            "conversation_id": conversation_id,
-            "turn_id": turn_id,
-            "tool": tool.name,
-            "effect": tool.effect,
-        }
-        window = self.deps.approval_timeout_s
+        return _Judged(reviewed, verdict, tuple(reasons), tuple(traces))
 
-        def record() -> dict[str, Any] | None:
-            with self.database.write() as session:
-                held = hold_question(session)
-                record_result(session, step_key, held)
-                return held
-
-        def hold_question(session: Session) -> dict[str, Any] | None:
-            if reviewed:
-                audit.record(
-                    session,
-                    f"{turn_id}:{slot}:reviewed",
-                    kind="reviewed",
-                    decision="allow" if verdict.allow else "block",
-                    reason=verdict.reason,
-                    detail={"arguments": call.arguments, "traces": traces},
-                    **common,
-                )
-            if not reasons:
-                return None
-            deadline = utcnow() + timedelta(seconds=window)
-            message = deliver_to_user(
-                session,
-                conversation_id,
-                key=f"approval:{turn_id}:{slot}",
-                body=approval_text(tool.name, tool.effect, call.arguments, reasons, traces, window),
-                turn_id=turn_id,
-                meta={
-                    "controls": {
-                        "buttons": [
-                            {"label": "Approve", "value": APPROVE},
-                            {"label": "Deny", "value": DENY},
-                        ],
-                        "ask": "approval",
-                        "deadline": deadline.isoformat(),
-                        # The whole action, for the app's "Show all".
-                        "action": action_detail(tool.name, tool.effect, call.arguments),
-                    },
-                    "important": True,
-                },
-            )
-            wait_for_answer(session, turn_id, message.id, "waiting for your approval")
+    def _hold(
+        self, session: Session, where: _Where, tool: Tool, call: ToolCall, judged: _Judged
+    ) -> Hold | None:
+        """Record the review; when there are reasons to hold the call, ask the owner."""
+        if judged.reviewed:
             audit.record(
                 session,
-                f"{turn_id}:{slot}:approval_requested",
-                kind="approval_requested",
-                decision="hold",
-                reason="; ".join(reasons),
-                detail={"arguments": call.arguments, "traces": traces, "question": message.id},
-                **common,
+                f"{where.turn_id}:{where.slot}:reviewed",
+                kind="reviewed",
+                decision="allow" if judged.verdict.allow else "block",
+                reason=judged.verdict.reason,
+                detail={"arguments": call.arguments, "traces": list(judged.traces)},
+                **where.common(tool.name, tool.effect),
             )
-            return {"question": message.id, "reason": "; ".join(reasons)}
+        if not judged.reasons:
+            return None
+        window = self.deps.approval_timeout_s
+        reasons, traces = list(judged.reasons), list(judged.traces)
+        question = self.ask_owner(
+            session,
+            where,
+            tool.name,
+            tool.effect,
+            call.arguments,
+            body=approval_text(tool.name, tool.effect, call.arguments, reasons, traces, window),
+            buttons=(Button("Approve", APPROVE), Button("Deny", DENY)),
+            reason="; ".join(reasons),
+            detail={"traces": traces},
+        )
+        return Hold(question, "; ".join(reasons))
 
-        return await asyncio.to_thread(record)
+    def ask_owner(
+        self,
+        session: Session,
+        where: _Where,
+        tool: str,
+        effect: str,
+        arguments: dict[str, Any],
+        *,
+        body: str,
+        buttons: tuple[Button, ...],
+        reason: str,
+        detail: dict[str, Any],
+    ) -> str:
+        """Ask the owner to approve a call (an important message with the buttons and the
+        whole action), mark the turn as waiting, and audit the request; the question's id."""
+        deadline = utcnow() + timedelta(seconds=self.deps.approval_timeout_s)
+        controls = Controls(
+            buttons=buttons,
+            ask="approval",
+            deadline=deadline.isoformat(),
+            # The whole action, for the app's "Show all".
+            action=action_detail(tool, effect, arguments),
+        )
+        message = deliver_to_user(
+            session,
+            where.conversation_id,
+            key=f"approval:{where.turn_id}:{where.slot}",
+            body=body,
+            turn_id=where.turn_id,
+            meta={"controls": controls.to_dict(), "important": True},
+        )
+        wait_for_answer(session, where.turn_id, message.id, "waiting for your approval")
+        audit.record(
+            session,
+            f"{where.turn_id}:{where.slot}:approval_requested",
+            kind="approval_requested",
+            decision="hold",
+            reason=reason,
+            detail={"arguments": arguments, **detail, "question": message.id},
+            **where.common(tool, effect),
+        )
+        return message.id
 
     async def _ask_rerun(
         self,
@@ -396,55 +464,32 @@ class SafetyGate:
         owner_id: str,
         slot: str,
         call_data: dict[str, Any],
-    ) -> dict[str, Any]:
+    ) -> Hold:
+        """Step: ask the owner whether to run again a call a crash cut off."""
         call = ToolCall.from_dict(call_data)
         tool = await asyncio.to_thread(self.tool_of, conversation_id, call.name)
         effect = tool.effect if tool else "write"
         reason = "a server restart cut it off while it ran, so it may already have happened"
         window = self.deps.approval_timeout_s
+        where = _Where(turn_id, conversation_id, owner_id, slot)
 
         def ask() -> str:
             with self.database.write() as session:
-                deadline = utcnow() + timedelta(seconds=window)
-                message = deliver_to_user(
+                return self.ask_owner(
                     session,
-                    conversation_id,
-                    key=f"approval:{turn_id}:{slot}",
+                    where,
+                    call.name,
+                    effect,
+                    call.arguments,
                     body=rerun_text(call.name, effect, call.arguments, reason, window),
-                    turn_id=turn_id,
-                    meta={
-                        "controls": {
-                            "buttons": [
-                                {"label": "Run it again", "value": APPROVE},
-                                {"label": "Don't", "value": DENY},
-                            ],
-                            "ask": "approval",
-                            "deadline": deadline.isoformat(),
-                            # The whole action, for the app's "Show all".
-                            "action": action_detail(call.name, effect, call.arguments),
-                        },
-                        "important": True,
-                    },
-                )
-                wait_for_answer(session, turn_id, message.id, "waiting for your approval")
-                audit.record(
-                    session,
-                    f"{turn_id}:{slot}:approval_requested",
-                    owner_id=owner_id,
-                    conversation_id=conversation_id,
-                    turn_id=turn_id,
-                    kind="approval_requested",
-                    tool=call.name,
-                    effect=effect,
-                    decision="hold",
+                    buttons=(Button("Run it again", APPROVE), Button("Don't", DENY)),
                     reason=reason,
-                    detail={"arguments": call.arguments, "question": message.id},
+                    detail={},
                 )
-                return message.id
 
         question = await asyncio.to_thread(ask)
         # Not approved: the result already says it may have happened; keep it.
-        return {"question": question, "reason": reason, "keep_result": True}
+        return Hold(question, reason, keep_result=True)
 
     def _record_refusal(
         self, turn_id: str, conversation_id: str, owner_id: str, slot: str, tool: Tool
@@ -470,15 +515,17 @@ class SafetyGate:
         owner_id: str,
         slot: str,
         call_data: dict[str, Any],
-        held: dict[str, Any],
+        held: Hold,
     ) -> bool:
+        """Step: carry out the owner's answer to a hold (or its absence): audit it, flag a
+        false positive or an unwanted call, and record a refused call's result."""
         call = ToolCall.from_dict(call_data)
         tool = await asyncio.to_thread(self.tool_of, conversation_id, call.name)
         effect = tool.effect if tool else "read"
 
         def decide() -> bool:
             with self.database.write() as session:
-                answer = take_answer(session, turn_id, held["question"])
+                answer = take_answer(session, turn_id, held.question)
                 value = (answer or {}).get("value")
                 kind = {APPROVE: "approved", DENY: "denied"}.get(str(value), "timed_out")
                 audit.record(
@@ -491,7 +538,7 @@ class SafetyGate:
                     tool=call.name,
                     effect=effect,
                     decision="allow" if kind == "approved" else "block",
-                    reason=held["reason"],
+                    reason=held.reason,
                 )
                 set_activity(session, turn_id, "thinking")
                 if kind in ("approved", "denied"):  # a false positive, or a call unwanted
@@ -501,7 +548,7 @@ class SafetyGate:
                             "approved_block" if kind == "approved" else "denied_approval",
                             conversation_id,
                             turn_id,
-                            f"The owner {kind} {call.name} after it was held: {held['reason']}",
+                            f"The owner {kind} {call.name} after it was held: {held.reason}",
                             f"{turn_id}:{slot}",
                             call,
                         ),
@@ -509,7 +556,7 @@ class SafetyGate:
                     )
                 if kind == "approved":
                     return True
-                if held.get("keep_result"):
+                if held.keep_result:
                     return False
                 outcome = (
                     "the owner denied it"
@@ -519,27 +566,25 @@ class SafetyGate:
                 )
                 entry = Entry(
                     kind="tool_result",
-                    text=blocked_text(call.name, held["reason"], outcome),
+                    text=blocked_text(call.name, held.reason, outcome),
                     trust="agent",
                     call_id=call.id,
                     tool_name=call.name,
                     is_error=True,
                     meta={"blocked": kind},
                 )
-                put_entry(
-                    session, conversation_id, turn_id, f"{turn_id}:tool:{slot}", entry.to_dict()
-                )
+                put_entry(session, conversation_id, turn_id, f"{turn_id}:tool:{slot}", entry)
                 return False
 
         return await asyncio.to_thread(decide)
 
-    def _sender(self, owner_id: str, tool: str, send: dict[str, Any]) -> Sender | None:
+    def _sender(self, owner_id: str, tool: str, send: Draft) -> Sender | None:
         """Who performs this send: the owner's e-mail channel for a message to an address
         (when they have one), else the configured send provider."""
         if self.deps.channel_sender is not None and self.deps.vault_key is not None:
             with self.database.read() as session:
                 found = self.deps.channel_sender(
-                    session, self.deps.vault_key, owner_id, tool, send["payload"]
+                    session, self.deps.vault_key, owner_id, tool, send.payload
                 )
             if found is not None:
                 return found
@@ -553,7 +598,7 @@ class SafetyGate:
         slot: str,
         call_data: dict[str, Any],
         question: str,
-        send: dict[str, Any],
+        send: Draft,
     ) -> None:
         call = ToolCall.from_dict(call_data)
         tool = await asyncio.to_thread(self.tool_of, conversation_id, call.name)
@@ -571,7 +616,7 @@ class SafetyGate:
                 return take_answer(session, turn_id, question)
 
         answer = await asyncio.to_thread(take)
-        detail: dict[str, Any] = {"payload": send["payload"]}
+        detail: dict[str, Any] = {"payload": send.payload}
         meta: dict[str, Any] = {}
         if answer is None or answer.get("action") != "send":
             kind = "discarded" if answer else "timed_out"
@@ -589,7 +634,7 @@ class SafetyGate:
                 "Tell the owner."
             )
         else:
-            payload = final_payload(send["payload"], str(answer["text"]))
+            payload = final_payload(send.payload, str(answer["text"]))
             detail = {"payload": payload}
             outcome = await perform_send(
                 self.database,
@@ -637,9 +682,7 @@ class SafetyGate:
                     is_error=is_error,
                     meta=meta,
                 )
-                put_entry(
-                    session, conversation_id, turn_id, f"{turn_id}:tool:{slot}", entry.to_dict()
-                )
+                put_entry(session, conversation_id, turn_id, f"{turn_id}:tool:{slot}", entry)
                 set_activity(session, turn_id, "thinking")
 
         await asyncio.to_thread(save)

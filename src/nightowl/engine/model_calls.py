@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from nightowl.harness.guard import GuardLimits, budget_stop, check_guard
 from nightowl.harness.loop import ModelStep, Stop
-from nightowl.harness.pins import PromptPin, pin_now
+from nightowl.harness.pins import pin_now
 from nightowl.harness.prompt import PROMPT_STYLES, SYSTEM_PROMPT, PromptStyle
 from nightowl.harness.sections import (
     CacheBreak,
@@ -27,11 +27,11 @@ from nightowl.harness.sections import (
     request_sections,
     shared_prefix_tokens,
 )
-from nightowl.harness.transcript import Entry, ToolCall
 from nightowl.memory.context import memory_note, profile_for_pin
 from nightowl.memory.render import seen_outside
+from nightowl.messages import Entry, ModelReply, ModelRequest, PromptPin, ToolCall, ToolSpec
 from nightowl.metrics import Metrics
-from nightowl.models.base import Model, ModelReply, ModelRequest, ToolSpec
+from nightowl.models.base import Model
 from nightowl.models.pricing import PriceTable
 from nightowl.store.compactions import latest_compaction
 from nightowl.store.database import Database
@@ -131,7 +131,7 @@ def begin_model_call(
     midnight = datetime.combine(utcnow().date(), day_start.min, tzinfo=utcnow().tzinfo)
     over = budget_stop(limits, spending_today(session, turn_id, midnight))
     stop = over or check_guard(limits, step, [ToolCall.from_dict(c) for c in calls_so_far])
-    history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
+    history = load_transcript(session, conversation_id)
     record, found = "", ""
     if not stop:
         record = start_model_call(session, conversation_id, turn_id, step, model_name)
@@ -177,8 +177,8 @@ def keep_reply(
     entry = Entry(kind="assistant", text=reply.text, tool_calls=reply.tool_calls, meta=meta or {})
     key = model_step_key(run_id, step)
     if note is not None:
-        put_entry(session, conversation_id, run_id, f"{key}:note", note.to_dict())
-    put_entry(session, conversation_id, run_id, key, entry.to_dict())
+        put_entry(session, conversation_id, run_id, f"{key}:note", note)
+    put_entry(session, conversation_id, run_id, key, entry)
     record_result(session, key, ModelStep(reply=reply).to_dict())
     if progress:
         note_progress(session, run_id)
@@ -278,9 +278,9 @@ class ModelCalls:
         self.database, self.metrics = database, metrics
         self.prices, self.cache_lifetime_s = prices, cache_lifetime_s
         self.traces = traces or Traces()  # a span per call
-        # Told of each request's sections once recorded (a run keeps its last one, so its
-        # next call need not look it up).
-        self.sent: Callable[[CallPlace, tuple[list[list[Any]], datetime]], None] | None = None
+        # The last request's sections and time of each run the agent loop runs in this
+        # process (`follow`): its next call need not look them up.
+        self._last_sent: dict[str, Previous] = {}
 
     async def call(
         self,
@@ -342,9 +342,21 @@ class ModelCalls:
 
         broke, extra = await asyncio.to_thread(save)
         report_cache_break(self.metrics, broke)
-        if shapes is not None and self.sent is not None:
-            self.sent(place, (shapes, started))
+        if shapes is not None and place.run_id in self._last_sent:
+            self._last_sent[place.run_id] = (shapes, started)
         return reply, extra
+
+    def follow(self, run_id: str) -> None:
+        """Keep the last request's sections of the run `run_id` from now on (`previous`)."""
+        self._last_sent.setdefault(run_id, UNKNOWN)
+
+    def previous(self, run_id: str) -> Previous:
+        """The last request's sections and time of a followed run (UNKNOWN: none here yet)."""
+        return self._last_sent.get(run_id, UNKNOWN)
+
+    def forget(self, run_id: str) -> None:
+        """Stop following the run (it ended in this process)."""
+        self._last_sent.pop(run_id, None)
 
     def caller(
         self, model: Model, place: CallPlace

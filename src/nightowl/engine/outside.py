@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
 
-from nightowl.harness.transcript import OUTSIDE_TRUST, Entry, ToolCall, outside_texts
+from nightowl.harness.transcript import OUTSIDE_TRUST, outside_texts
+from nightowl.messages import Entry, ToolCall
 from nightowl.store.blobs import get_text
 from nightowl.store.errors import NotFound
 

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
+from dbos import DBOS
 from sqlalchemy.orm import Session
 
 from nightowl.models.base import is_transient
@@ -119,3 +120,14 @@ def stop_unless_running(run_id: str, status: str | None) -> None:
     """Raise CancelledError if the run's status (None: not in the store) says it was stopped."""
     if status is not None and status != "running":
         raise asyncio.CancelledError(f"the run {run_id} was stopped ({status})")
+
+
+def named_step(name: str, method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """A method as a DBOS step named `name` (DBOS registers plain functions, not bound
+    methods: the method is wrapped in one of its name)."""
+
+    async def step(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await method(*args, **kwargs)
+
+    step.__name__ = step.__qualname__ = getattr(method, "__name__", name)
+    return DBOS.step(name=name)(step)

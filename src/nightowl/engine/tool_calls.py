@@ -21,10 +21,8 @@ from nightowl.engine.recorded_steps import stop_unless_running
 from nightowl.engine.timers import timer_workflow_id
 from nightowl.engine.turn_deps import TurnDeps
 from nightowl.evals.capture import TOOL_ERRORS_IN_A_ROW, Flag, failing_in_a_row, flag_failure
-from nightowl.harness.loop import ToolOutcome
 from nightowl.harness.outputs import is_large, preview
-from nightowl.harness.transcript import Entry, ToolCall
-from nightowl.safety.vault import SecretScope
+from nightowl.messages import Entry, ToolCall, ToolOutcome
 from nightowl.store.blobs import put_text
 from nightowl.store.database import Database
 from nightowl.store.output_blobs import record_output_blob
@@ -41,6 +39,7 @@ from nightowl.store.turns import set_activity
 from nightowl.store.wakes import record_timer
 from nightowl.tools.providers import Toolbox
 from nightowl.tools.registry import Tool, ToolContext, ToolRegistry, ToolResult
+from nightowl.tools.secret_scope import SecretScope
 
 log = logging.getLogger(__name__)
 
@@ -146,14 +145,16 @@ async def run_tool_call(
         # The safety checks read the whole output, not only the preview the model sees.
         meta["blob"] = reference
     ask = result.meta.get("ask")
-    outcome = ToolOutcome(
-        is_error=result.is_error,
-        ends_turn=result.ends_turn,
-        timer=result.meta.get("timer"),
-        ask=ask,
-        in_doubt=bool(result.meta.get("in_doubt")),
-        start_helper=result.meta.get("start_helper"),
-        stop_helpers=result.meta.get("stop_helpers"),
+    outcome = ToolOutcome.from_dict(
+        {
+            "is_error": result.is_error,
+            "ends_turn": result.ends_turn,
+            "timer": result.meta.get("timer"),
+            "ask": ask,
+            "in_doubt": bool(result.meta.get("in_doubt")),
+            "start_helper": result.meta.get("start_helper"),
+            "stop_helpers": result.meta.get("stop_helpers"),
+        }
     )
 
     def save() -> None:
@@ -168,7 +169,7 @@ async def run_tool_call(
                     is_error=result.is_error,
                     meta=meta,
                 )
-                put_entry(session, conversation_id, turn_id, entry_key, entry.to_dict())
+                put_entry(session, conversation_id, turn_id, entry_key, entry)
             if "blob" in meta:
                 record_output_blob(session, owner_id, meta["blob"], trust)
             finish_tool_run(session, run_id, result.is_error)
@@ -176,14 +177,14 @@ async def run_tool_call(
                 why = f"{TOOL_ERRORS_IN_A_ROW} tool calls in a row failed, the last {call.name}"
                 flag = Flag("tool_error_loop", conversation_id, turn_id, why, f"{turn_id}:errors")
                 flag_failure(session, flag, deps.gate.deps.vault_key if deps.gate else None)
-            timer = result.meta.get("timer")
+            timer = outcome.timer
             if timer:  # remembered so the server knows what will wake the conversation
                 record_timer(
                     session,
-                    timer_workflow_id(turn_id, timer["call_id"]),
+                    timer_workflow_id(turn_id, timer.call_id),
                     conversation_id,
-                    utcnow() + timedelta(seconds=float(timer["seconds"])),
-                    str(timer["note"]),
+                    utcnow() + timedelta(seconds=timer.seconds),
+                    timer.note,
                 )
             record_result(session, step_key, outcome.to_dict())
 

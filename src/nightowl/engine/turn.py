@@ -36,7 +36,7 @@ from nightowl.store.turns import (
     mark_preempted,
     running_turn_ids,
 )
-from nightowl.tools.helpers import REPORT
+from nightowl.tools.helper_agents import REPORT
 from nightowl.tools.providers import Toolbox
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> T
             if deps.model is not None and batch.seqs:
                 context = LoopContext(TURN_PROFILE, turn_id, conversation_id, batch.owner_id)
                 try:
-                    end = await loop.run(context, deps.schedule_timer)
+                    end = await loop.run(context)
                     await say_how_it_ended(turn_id, conversation_id, end)
                     outcome = end.outcome
                 except Exception as failure:

@@ -16,9 +16,9 @@ from sqlalchemy import select
 from nightowl.engine.model_calls import CallPlace, ModelCalls
 from nightowl.harness.pins import pin_now, pinned_request
 from nightowl.harness.prompt import instructions_for
-from nightowl.harness.transcript import Entry
 from nightowl.memory.context import current_profile
-from nightowl.models.base import Model, ModelRequest, ToolSpec
+from nightowl.messages import ModelRequest, ToolSpec
+from nightowl.models.base import Model
 from nightowl.store.database import Database
 from nightowl.store.tables import Conversation, PromptPinRow, utcnow
 from nightowl.store.transcript import find_pin, load_transcript, start_model_call
@@ -63,7 +63,7 @@ class CacheWarmer:
             pin = find_pin(session, conversation_id)
             if pin is None:
                 return None
-            history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
+            history = load_transcript(session, conversation_id)
             record = start_model_call(session, conversation_id, "warm", 0, self.model.name)
         now = utcnow().strftime("%Y-%m-%d %H:%M UTC")
         request = pinned_request(

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from nightowl.evals.cases import Checker, RecordedResult, ToolPattern
 from nightowl.harness.notes import NOTE_META
-from nightowl.harness.transcript import Entry, ToolCall
+from nightowl.messages import Entry, ToolCall
 from nightowl.safety.redaction import Redactor
 from nightowl.safety.vault import open_sealed
 from nightowl.store.conversations import find_conversation
@@ -57,12 +57,12 @@ def says_misunderstood(text: str) -> bool:
     return _MISUNDERSTOOD.match(text.replace("\u2019", "'")) is not None
 
 
-def failing_in_a_row(turn_entries: list[dict[str, Any]]) -> bool:
-    """Whether a turn's last `TOOL_ERRORS_IN_A_ROW` tool results (entries as stored) all
-    failed: a tool error loop."""
-    results = [e for e in turn_entries if e.get("kind") == "tool_result"]
+def failing_in_a_row(turn_entries: list[Entry]) -> bool:
+    """Whether a turn's last `TOOL_ERRORS_IN_A_ROW` tool results all failed: a tool error
+    loop."""
+    results = [e for e in turn_entries if e.kind == "tool_result"]
     tail = results[-TOOL_ERRORS_IN_A_ROW:]
-    return len(tail) == TOOL_ERRORS_IN_A_ROW and all(e.get("is_error") for e in tail)
+    return len(tail) == TOOL_ERRORS_IN_A_ROW and all(e.is_error for e in tail)
 
 
 def owner_redactor(session: Session, vault_key: bytes | None, owner_id: str) -> Redactor:
@@ -104,8 +104,8 @@ def _clean(redactor: Redactor, value: Any) -> Any:
 def capture(session: Session, conversation_id: str, turn_id: str, redactor: Redactor) -> Captured:
     """The conversation up to the failing turn's first model call, redacted."""
     rows = [
-        (turn, Entry.from_dict(_clean(redactor, p)))
-        for turn, p in load_transcript_by_turn(session, conversation_id)
+        (turn, Entry.from_dict(_clean(redactor, entry.to_dict())))
+        for turn, entry in load_transcript_by_turn(session, conversation_id)
     ]
     # The turn's first call: its reply, or the note it was shown (a replay says its own).
     cut = next(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nightowl.harness.transcript import Entry
+from nightowl.messages import Entry
 
 SOURCES = (
     "shipped",  # the starter set in evals/cases/

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nightowl.evals.cases import Checker, ToolPattern
-from nightowl.harness.transcript import ToolCall
+from nightowl.messages import ToolCall
 
 JUDGE_PROMPT = """You grade one reply of an assistant against the owner's rubric. Answer with \
 one line: PASS: <why> or FAIL: <why>."""

@@ -29,13 +29,14 @@ from nightowl.evals.cases import EvalCase, RecordedResult
 from nightowl.evals.checkers import JUDGE_PROMPT, Attempt, Verdict, judge_verdict, score
 from nightowl.harness.guard import GuardLimits, check_guard
 from nightowl.harness.prompt import assemble, instructions_for
-from nightowl.harness.transcript import Entry, ToolCall, fence
-from nightowl.models.base import Model, ModelRequest, Usage
+from nightowl.harness.transcript import fence
+from nightowl.messages import Entry, ModelRequest, ToolCall, Usage
+from nightowl.models.base import Model
 from nightowl.models.pricing import PriceTable
-from nightowl.safety.send_tools import SEND_TOOLS
 from nightowl.tools.builtin import builtin_registry
-from nightowl.tools.helpers import HELPER_MANAGER_TOOLS
+from nightowl.tools.helper_agents import HELPER_MANAGER_TOOLS
 from nightowl.tools.registry import ToolRegistry, ToolResult
+from nightowl.tools.send_drafts import SEND_TOOLS
 
 MAX_MODEL_CALLS = 6  # a case is one turn's decision, not a long task
 REPLAY_LIMITS = GuardLimits(max_steps=MAX_MODEL_CALLS)

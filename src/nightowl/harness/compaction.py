@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from nightowl.harness.pins import PromptPin, pinned_request
+from nightowl.harness.pins import pinned_request
 from nightowl.harness.prompt import ALWAYS_LOADED, loaded_tool_names
-from nightowl.harness.transcript import Entry, fence, outside_texts
-from nightowl.models.base import ModelRequest, ToolSpec
+from nightowl.harness.transcript import fence, outside_texts
+from nightowl.messages import Entry, ModelRequest, PromptPin, ToolSpec
 
 SUMMARY_INSTRUCTION = """nightowl compaction. Summarise the conversation above: your summary \
 will replace it. Write plain text, no tool calls. Keep every decision made; every open task and \

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nightowl.harness.transcript import Entry
-from nightowl.models.base import ToolSpec
+from nightowl.messages import Entry, ToolSpec
 
 
 def recorded_specs(history: Sequence[Entry]) -> dict[str, ToolSpec]:

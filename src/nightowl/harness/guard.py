@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nightowl.harness.transcript import ToolCall
+from nightowl.messages import Spending, ToolCall
 
 
 @dataclass(frozen=True)
@@ -21,19 +21,6 @@ class GuardLimits:
     # per user per day (UTC), over all of their conversations: opening new ones is no way round
     user_budget_usd: float = 50.0
     user_token_budget: int = 20_000_000
-
-
-@dataclass(frozen=True)
-class Spending:
-    """What was spent today: by the conversation, by the routine that woke the turn, and by
-    all of the conversation owner's conversations."""
-
-    tokens: int = 0
-    conversation_usd: float = 0.0
-    routine_usd: float | None = None  # None: the turn answers no routine
-    routine_name: str = ""
-    user_tokens: int = 0
-    user_usd: float = 0.0
 
 
 def budget_stop(limits: GuardLimits, spent: Spending) -> str | None:

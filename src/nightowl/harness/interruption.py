@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nightowl.harness.transcript import Entry
+from nightowl.messages import Entry
 
 CUT_OFF = "Cancelled: the owner sent a new message before this finished."
 

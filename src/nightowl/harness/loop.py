@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from nightowl.models.base import ModelReply
+from nightowl.messages import Draft, ModelReply, Timer, ToolOutcome
 
 
 @dataclass(frozen=True)
@@ -47,40 +47,11 @@ class ModelStep:
 
 
 @dataclass(frozen=True)
-class Timer:
-    """A wake-up a tool call asked for."""
-
-    call_id: str
-    seconds: float
-    note: str
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    """What the tool-call step returns: how the call went and what it asks of the loop."""
-
-    is_error: bool = False
-    ends_turn: bool = False
-    timer: dict[str, Any] | None = None  # a wake-up the call asked for (seconds, note, call_id)
-    ask: dict[str, Any] | None = None  # a question the call asked (message_id; send: a draft)
-    in_doubt: bool = False  # an earlier run died mid-way; it was not run again
-    start_helper: dict[str, str] | None = None  # a helper the call started (helper_id, run_id)
-    stop_helpers: list[str] | None = None  # the helper runs the call stops
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ToolOutcome:
-        return cls(**data)
-
-
-@dataclass(frozen=True)
 class AwaitAnswer:
     """Wait durably for the owner's answer to a question (a draft: then send or drop it)."""
 
     question: str
-    draft: dict[str, Any] | None = None
+    draft: Draft | None = None
 
 
 @dataclass(frozen=True)
@@ -138,16 +109,13 @@ def follow_ups(outcome: ToolOutcome) -> list[FollowUp]:
     """What a tool call's outcome asks of the loop before the next call, in order."""
     found: list[FollowUp] = []
     if outcome.ask:
-        found.append(AwaitAnswer(str(outcome.ask["message_id"]), outcome.ask.get("send")))
+        found.append(AwaitAnswer(outcome.ask.message_id, outcome.ask.draft))
     if outcome.timer:
-        timer = outcome.timer
-        found.append(
-            ScheduleTimer(Timer(str(timer["call_id"]), float(timer["seconds"]), str(timer["note"])))
-        )
+        found.append(ScheduleTimer(outcome.timer))
     if outcome.start_helper:
-        found.append(StartHelper(outcome.start_helper["helper_id"], outcome.start_helper["run_id"]))
+        found.append(StartHelper(outcome.start_helper.helper_id, outcome.start_helper.run_id))
     if outcome.stop_helpers:
-        found.append(StopHelpers(tuple(outcome.stop_helpers)))
+        found.append(StopHelpers(outcome.stop_helpers))
     return found
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from nightowl.harness.transcript import Entry
+from nightowl.messages import Entry
 
 NOTE_META = "note"  # an entry's meta key: what the note said (a kept note, or the newest)
 

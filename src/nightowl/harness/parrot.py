@@ -13,11 +13,10 @@ model; a second copied receipt is dropped (`without_sends`: the owner has the me
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
-from nightowl.harness.transcript import Entry, ToolCall
-from nightowl.models.base import ModelReply
+from nightowl.messages import Entry, ModelReply, ToolCall
 
 SHORTEST = 24  # shorter replies ("Done.", "OK, noted.") repeat legitimately
 
@@ -131,3 +130,44 @@ def could_not(reply: ModelReply, model_name: str) -> ModelReply:
     )
     call = ToolCall(id="call_parrot", name="send_to_user", arguments={"text": text, "final": True})
     return replace(reply, text="", tool_calls=(call,))
+
+
+@dataclass(frozen=True)
+class ReplyVerdict:
+    """Whether to keep a model's reply: the reply to keep (perhaps changed: its sends
+    dropped, or replaced by `could_not`), or None to ask again once with `note` at the end;
+    `caught` names what the guard caught ("resent", "receipt", "repeated"; "" for nothing)."""
+
+    reply: ModelReply | None
+    note: str = ""
+    caught: str = ""
+
+
+def judge_reply(
+    reply: ModelReply,
+    history: Sequence[Entry],
+    *,
+    purpose: str,
+    last_try: bool,
+    model_name: str,
+    recent: Callable[[], tuple[Sequence[str], Sequence[str]]],
+) -> ReplyVerdict:
+    """The reply-keeping policy: keep the reply unless it parrots an earlier message (a
+    conversation's turn) or a send's receipt; then ask again once, and the second time keep
+    what tells the owner the model could not do it (a copied receipt: the reply without its
+    sends). A reply that sends again this turn's message keeps only its other calls (the
+    turn ends). `recent` gives the agent's and the owner's recent messages, read only when a
+    turn's reply could be a copy."""
+    if resent(reply, history):
+        return ReplyVerdict(without_sends(reply), caught="resent")
+    if checkable(reply) and echoed_receipt(reply, history) is not None:
+        if not last_try:
+            return ReplyVerdict(None, RECEIPT_NOTE, "receipt")
+        return ReplyVerdict(without_sends(reply), caught="receipt")
+    if purpose == "turn" and checkable(reply):
+        said, asked = recent()
+        if repeated(reply, newest_ask(history), said, asked) is not None:
+            if not last_try:
+                return ReplyVerdict(None, RETRY_NOTE, "repeated")
+            return ReplyVerdict(could_not(reply, model_name), caught="repeated")
+    return ReplyVerdict(reply)

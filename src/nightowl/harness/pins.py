@@ -9,49 +9,10 @@ hears of the change in a short note in its newest message instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from nightowl.harness.connectors import connector_notes
 from nightowl.harness.prompt import assemble
-from nightowl.harness.transcript import Entry
-from nightowl.models.base import ModelRequest, ToolSpec
-
-
-@dataclass(frozen=True)
-class PromptPin:
-    """The stable part of a conversation's prompt, as it was first sent."""
-
-    instructions: str
-    summaries: tuple[tuple[str, str], ...]
-    specs: dict[str, ToolSpec]
-    groups: tuple[tuple[str, str], ...] = ()  # connectors: (group, description)
-    # The memory section (profile facts, skills, routines) as pinned; see memory/render.py.
-    profile: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The pin as JSON-ready data."""
-        return {
-            "instructions": self.instructions,
-            "summaries": [list(pair) for pair in self.summaries],
-            "specs": {
-                name: [spec.name, spec.description, spec.parameters]
-                for name, spec in self.specs.items()
-            },
-            "groups": [list(pair) for pair in self.groups],
-            "profile": self.profile,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PromptPin:
-        """A pin from `to_dict` data."""
-        return cls(
-            instructions=str(data["instructions"]),
-            summaries=tuple((str(a), str(b)) for a, b in data["summaries"]),
-            specs={name: ToolSpec(s[0], s[1], s[2]) for name, s in data["specs"].items()},
-            groups=tuple((str(a), str(b)) for a, b in data.get("groups", ())),
-            profile=str(data.get("profile", "")),
-        )
+from nightowl.messages import Entry, ModelRequest, PromptPin, ToolSpec
 
 
 def pin_now(

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nightowl.harness.connectors import recorded_specs
-from nightowl.harness.transcript import Entry
-from nightowl.models.base import ModelRequest, ToolSpec
+from nightowl.messages import Entry, ModelRequest, ToolSpec
 
 # send_to_user for a conversation's turns, report for a helper (each has only its own).
 ALWAYS_LOADED = ("send_to_user", "report", "load_tools")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.models.base import ModelRequest
+from nightowl.messages import ModelRequest
 
 NEWEST = "newest"
 

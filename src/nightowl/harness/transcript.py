@@ -1,70 +1,14 @@
-"""What the model has seen and said in a conversation, as plain data."""
+"""Outside text in the conversation: fenced as data for the model, and found again.
+
+The history's data classes (`Entry`, `ToolCall`) live in `nightowl.messages`."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
-EntryKind = Literal["user", "assistant", "tool_result", "notice"]
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """The model's request to run one tool."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
-        return cls(id=data["id"], name=data["name"], arguments=dict(data.get("arguments") or {}))
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One item of history: a user message, a model reply, a tool result or a runtime notice."""
-
-    kind: EntryKind
-    text: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
-    call_id: str = ""
-    tool_name: str = ""
-    is_error: bool = False
-    trust: str = "owner"
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "text": self.text,
-            "tool_calls": [call.to_dict() for call in self.tool_calls],
-            "call_id": self.call_id,
-            "tool_name": self.tool_name,
-            "is_error": self.is_error,
-            "trust": self.trust,
-            "meta": self.meta,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Entry:
-        return cls(
-            kind=data["kind"],
-            text=data.get("text", ""),
-            tool_calls=tuple(ToolCall.from_dict(c) for c in data.get("tool_calls", ())),
-            call_id=data.get("call_id", ""),
-            tool_name=data.get("tool_name", ""),
-            is_error=bool(data.get("is_error", False)),
-            trust=data.get("trust", "owner"),
-            meta=dict(data.get("meta") or {}),
-        )
-
+from nightowl.messages import Entry
 
 FENCE_TAG = "untrusted-data"
 _QUOTE = "\u2502 "  # "│ ": every line of outside text starts with it, so none can pass as ours

@@ -9,7 +9,6 @@ from collections.abc import Collection, Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from nightowl.harness.transcript import Entry
 from nightowl.memory.facts import list_facts
 from nightowl.memory.notes import live_notes
 from nightowl.memory.render import (
@@ -24,6 +23,7 @@ from nightowl.memory.render import (
 from nightowl.memory.search import full_text_search
 from nightowl.memory.skills import skill_lines
 from nightowl.memory.worklog import LogEntryInfo, entries_by_id, mark_used, recent_entries
+from nightowl.messages import Entry
 from nightowl.store.routines import list_routines
 from nightowl.store.tables import Conversation
 from nightowl.store.transcript import transcript_turns

@@ -14,7 +14,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from nightowl.harness.notes import NOTE_META
-from nightowl.harness.transcript import Entry
 from nightowl.memory.facts import (
     ProfileFull,
     Source,
@@ -39,7 +38,7 @@ from nightowl.memory.plan import (
     fits,
 )
 from nightowl.memory.worklog import write_entry
-from nightowl.models.base import ModelReply, ModelRequest, Usage
+from nightowl.messages import Entry, ModelReply, ModelRequest, Usage
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
@@ -139,7 +138,7 @@ def read_pass_input(session: Session, turn_id: str, user_id: str) -> PassInput:
         .order_by(Message.seq)
     ).all()
     messages = [TurnMessage(f"m{n}", r.trust, r.body) for n, r in enumerate(rows, start=1)]
-    entries = [Entry.from_dict(p) for p in load_turn_entries(session, turn_id)]
+    entries = load_turn_entries(session, turn_id)
     refs = {f"m{n}": r.id for n, r in enumerate(rows, start=1)}
     # What the turn did, without the notes it was shown (memory's own recall among them).
     done_entries = [e for e in entries if e.kind != "user" and NOTE_META not in e.meta]

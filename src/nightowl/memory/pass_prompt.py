@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.harness.transcript import Entry, fence
+from nightowl.harness.transcript import fence
 from nightowl.memory.facts import MAX_FACTS, MAX_PROFILE_CHARS
 from nightowl.memory.plan import Item, Operations
-from nightowl.models.base import ModelReply, ModelRequest, ToolSpec
+from nightowl.messages import Entry, ModelReply, ModelRequest, ToolSpec
 
 PURPOSE = "memory"
 MAX_OUTPUT_TOKENS = 1024  # a pass says little: a few facts and a log line

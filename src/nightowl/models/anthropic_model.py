@@ -12,8 +12,8 @@ from typing import Any
 import anthropic
 
 from nightowl.harness.notes import NOTE_META
-from nightowl.harness.transcript import Entry, ToolCall, as_data, as_notice
-from nightowl.models.base import ModelReply, ModelRequest, Usage
+from nightowl.harness.transcript import as_data, as_notice
+from nightowl.messages import Entry, ModelReply, ModelRequest, ToolCall, Usage
 from nightowl.models.provider_errors import classify
 
 _CACHE = {"type": "ephemeral"}

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from nightowl.models.base import ToolSpec
+from nightowl.messages import ToolSpec
 
 _REF = "#/$defs/"
 # Bounds the converter writes out one nested option per character or item (a 4,000-character

@@ -14,8 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 from nightowl.harness.prompt import ALWAYS_LOADED
-from nightowl.harness.transcript import Entry, ToolCall, as_data, as_notice
-from nightowl.models.base import ModelRequest, ToolSpec
+from nightowl.harness.transcript import as_data, as_notice
+from nightowl.messages import Entry, ModelRequest, ToolCall, ToolSpec
 
 _TOOLS_PREAMBLE = """
 

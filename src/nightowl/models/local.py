@@ -15,7 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nightowl.models.base import ModelConfigError, ModelError, ModelReply, ModelRequest, Usage
+from nightowl.messages import ModelReply, ModelRequest, Usage
+from nightowl.models.base import ModelConfigError, ModelError
 from nightowl.models.call_schema import call_schema
 from nightowl.models.chatml import read_reply, render, system_block
 from nightowl.models.model_process import ModelProcess

@@ -11,8 +11,8 @@ from typing import Any
 
 import openai
 
-from nightowl.harness.transcript import Entry, ToolCall, as_data, as_notice
-from nightowl.models.base import ModelReply, ModelRequest, Usage
+from nightowl.harness.transcript import as_data, as_notice
+from nightowl.messages import Entry, ModelReply, ModelRequest, ToolCall, Usage
 from nightowl.models.chatml import read_reply
 from nightowl.models.provider_errors import classify
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nightowl.models.base import Usage
+from nightowl.messages import Usage
 
 MILLION = 1_000_000
 

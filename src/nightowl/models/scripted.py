@@ -31,9 +31,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from nightowl.harness.transcript import ToolCall
-from nightowl.models.base import ModelConfigError, ModelReply, ModelRequest, Usage
-from nightowl.safety.review import REVIEW_SYSTEM_PREFIX, reviewed_tool
+from nightowl.messages import ModelReply, ModelRequest, ToolCall, Usage
+from nightowl.models.base import ModelConfigError
 
 OBEY_MARK = "DO: "  # a reply `{"obey": true}` runs the tool calls outside text asks for
 THEN_MARK = "THEN: "  # … and, with `"then": true`, the owner's next steps once nothing asks
@@ -57,7 +56,7 @@ class ScriptedModel:
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         script = self._script()
-        if request.system.startswith(REVIEW_SYSTEM_PREFIX):
+        if request.purpose == "review":
             return self._review(script, request)
         if request.purpose == "helper":  # a helper's own script, counted in its conversation
             script = {**script, "replies": script.get("helper", []), "then": "silent"}
@@ -96,7 +95,7 @@ class ScriptedModel:
     def _review(self, script: dict[str, Any], request: ModelRequest) -> ModelReply:
         """A safety review: the script's `review` maps a tool name (or "*") to its verdict."""
         verdicts: dict[str, str] = script.get("review") or {}
-        tool = reviewed_tool(request)
+        tool = request.subject
         text = verdicts.get(tool) or verdicts.get("*") or "ALLOW: the scripted reviewer allows it"
         return ModelReply(text=text, usage=_usage(request, {}), model=self.name)
 

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from nightowl.harness.transcript import OUTSIDE_TRUST, Entry, ToolCall
+from nightowl.harness.transcript import OUTSIDE_TRUST
+from nightowl.messages import Entry, ToolCall
 from nightowl.safety.named_hosts import (
     REQUEST_TOOLS,
     from_owner,

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from nightowl.harness.transcript import Entry
+from nightowl.messages import Entry
 from nightowl.safety.destinations import Unknown, url_destination
 
 # Tools that send a request to a URL given in their arguments.

@@ -15,7 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.harness.transcript import Entry, outside_texts
+from nightowl.harness.transcript import outside_texts
+from nightowl.messages import Entry
 from nightowl.safety.data_flow import FlowContext, carried, flow_context
 from nightowl.safety.destinations import destinations, secret_hold
 from nightowl.safety.named_hosts import is_blank, opens_locally, request_urls, unclear_host
@@ -147,7 +148,7 @@ def workaround_of(tool: str, arguments: dict[str, Any], failed: Sequence[dict[st
 
 
 @dataclass(frozen=True)
-class Hold:
+class HoldReason:
     """Why an action needs the owner's approval whatever the reviewer says ('' when none)."""
 
     reason: str = ""
@@ -166,7 +167,7 @@ def hold_for(
     egress: bool = True,
     flow: FlowContext | None = None,
     connector: bool = False,
-) -> Hold:
+) -> HoldReason:
     """The rule-based part of the gate: what needs approval regardless of the model (or of a
     reviewer that allows everything).
 
@@ -201,7 +202,7 @@ def hold_for(
             reasons.append("it uses a secret in a turn that read content not from the owner")
         if tool in SHELL_TOOLS and traced_arguments(arguments, outside):
             reasons.append("a shell command taken from content not from the owner")
-    return Hold("; ".join(reasons))
+    return HoldReason("; ".join(reasons))
 
 
 TAINTED = "in a turn that read content not from the owner"

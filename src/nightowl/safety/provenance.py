@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from nightowl.harness.transcript import Entry
 from nightowl.safety.policy import is_tainted
 from nightowl.store.transcript import load_transcript
 
@@ -15,5 +14,5 @@ def written_trust(session: Session, conversation_id: str, clean: str = "agent") 
     """The trust of text the agent writes now in the conversation: `untrusted` once its
     context holds outside text (what memory showed it included: the replies record it), else
     `clean`."""
-    history = [Entry.from_dict(p) for p in load_transcript(session, conversation_id)]
+    history = load_transcript(session, conversation_id)
     return "untrusted" if is_tainted(history) else clean

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.harness.transcript import Entry, fence
-from nightowl.models.base import ModelReply, ModelRequest
+from nightowl.harness.transcript import fence
+from nightowl.messages import Entry, ModelReply, ModelRequest
 from nightowl.safety.policy import (
     Trace,
     failed_connectors,
@@ -91,15 +91,8 @@ def review_request(
         messages=(Entry(kind="user", text="\n".join(lines), trust="agent"),),
         max_output_tokens=200,
         purpose="review",
+        subject=tool,
     )
-
-
-def reviewed_tool(request: ModelRequest) -> str:
-    """The tool a review request is about (the scripted model answers by it)."""
-    for line in request.messages[0].text.splitlines():
-        if line.startswith(ACTION_LINE):
-            return line.removeprefix(ACTION_LINE).split(" ", 1)[0]
-    return ""
 
 
 def parse_verdict(text: str) -> Verdict:

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from nightowl.store.conversations import MessageInfo, append_message, find_by_server_key
-from nightowl.store.helpers import surface_of
+from nightowl.store.helper_agents import surface_of
 
 
 def deliver_to_user(

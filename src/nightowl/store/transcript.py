@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from nightowl.harness.pins import PromptPin
+from nightowl.messages import Entry, PromptPin
 from nightowl.store.compactions import latest_compaction
 from nightowl.store.ids import new_id
 from nightowl.store.tables import (
@@ -23,9 +23,7 @@ from nightowl.store.tables import (
 )
 
 
-def put_entry(
-    session: Session, conversation_id: str, turn_id: str, key: str, payload: dict[str, Any]
-) -> None:
+def put_entry(session: Session, conversation_id: str, turn_id: str, key: str, entry: Entry) -> None:
     """Append an entry once per key (a re-run step overwrites its own entry in place). One
     statement: every step writes one."""
     session.flush()  # Core on the session's connection: what the session holds goes first
@@ -36,7 +34,7 @@ def put_entry(
             "conversation_id": conversation_id,
             "turn_id": turn_id,
             "entry_key": key,
-            "payload": payload,
+            "payload": entry.to_dict(),
             "created_at": utcnow(),
         },
     )
@@ -61,9 +59,9 @@ def put_entries(
     session: Session,
     conversation_id: str,
     turn_id: str,
-    entries: list[tuple[str, dict[str, Any]]],
+    entries: list[tuple[str, Entry]],
 ) -> None:
-    """`put_entry` for many (key, payload) pairs at once, in order."""
+    """`put_entry` for many (key, entry) pairs at once, in order."""
     if not entries:
         return
     keys = [key for key, _ in entries]
@@ -77,37 +75,38 @@ def put_entries(
                 )
             )
         )
-    for key, payload in entries:
+    for key, entry in entries:
         if key in existing:  # a replayed step: rewrite its entries in place
-            put_entry(session, conversation_id, turn_id, key, payload)
+            put_entry(session, conversation_id, turn_id, key, entry)
     new = [
         {
             "conversation_id": conversation_id,
             "turn_id": turn_id,
             "entry_key": key,
-            "payload": payload,
+            "payload": entry.to_dict(),
             "created_at": utcnow(),
         }
-        for key, payload in entries
+        for key, entry in entries
         if key not in existing
     ]
     if new:
         session.execute(insert(TranscriptEntry), new)
 
 
-def load_transcript(session: Session, conversation_id: str) -> list[dict[str, Any]]:
+def load_transcript(session: Session, conversation_id: str) -> list[Entry]:
     """What the model sees of the conversation, in the order written: since its latest
     compaction, that compaction's summary entry and every entry after it."""
     compaction = latest_compaction(session, conversation_id)
     through = compaction.through_entry_id if compaction else 0
-    entries = list(
-        session.scalars(
+    entries = [
+        Entry.from_dict(payload)
+        for payload in session.scalars(
             select(TranscriptEntry.payload)
             .where(TranscriptEntry.conversation_id == conversation_id, TranscriptEntry.id > through)
             .order_by(TranscriptEntry.id)
         )
-    )
-    return [compaction.entry, *entries] if compaction else entries
+    ]
+    return [Entry.from_dict(compaction.entry), *entries] if compaction else entries
 
 
 def transcript_turns(session: Session, conversation_id: str) -> set[str]:
@@ -123,9 +122,7 @@ def transcript_turns(session: Session, conversation_id: str) -> set[str]:
     )
 
 
-def load_transcript_by_turn(
-    session: Session, conversation_id: str
-) -> list[tuple[str, dict[str, Any]]]:
+def load_transcript_by_turn(session: Session, conversation_id: str) -> list[tuple[str, Entry]]:
     """`load_transcript` with the turn (or run) that wrote each entry ("" for a compaction's
     summary): what an eval case cuts at its failing turn."""
     compaction = latest_compaction(session, conversation_id)
@@ -135,8 +132,8 @@ def load_transcript_by_turn(
         .where(TranscriptEntry.conversation_id == conversation_id, TranscriptEntry.id > through)
         .order_by(TranscriptEntry.id)
     )
-    entries = [(str(turn), dict(payload)) for turn, payload in rows]
-    return [("", compaction.entry), *entries] if compaction else entries
+    entries = [(str(turn), Entry.from_dict(payload)) for turn, payload in rows]
+    return [("", Entry.from_dict(compaction.entry)), *entries] if compaction else entries
 
 
 def transcript_keys(session: Session, turn_id: str) -> list[str]:
@@ -146,15 +143,16 @@ def transcript_keys(session: Session, turn_id: str) -> list[str]:
     )
 
 
-def load_turn_entries(session: Session, turn_id: str) -> list[dict[str, Any]]:
+def load_turn_entries(session: Session, turn_id: str) -> list[Entry]:
     """The entries one turn wrote, in order."""
-    return list(
-        session.scalars(
+    return [
+        Entry.from_dict(payload)
+        for payload in session.scalars(
             select(TranscriptEntry.payload)
             .where(TranscriptEntry.turn_id == turn_id)
             .order_by(TranscriptEntry.id)
         )
-    )
+    ]
 
 
 def start_model_call(

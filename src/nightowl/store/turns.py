@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from nightowl.store.changes import Change, record_change
 from nightowl.store.conversations import MessageInfo
 from nightowl.store.errors import NotFound
-from nightowl.store.helpers import surface_of
+from nightowl.store.helper_agents import surface_of
 from nightowl.store.ids import new_id
 from nightowl.store.tables import Conversation, Message, Trigger, Turn, utcnow
 

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, bindparam, case, func, select
 from sqlalchemy.orm import Session
 
-from nightowl.harness.guard import Spending
+from nightowl.messages import Spending
 from nightowl.store.tables import Conversation, Helper, ModelCall, Routine, Turn
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 
 from nightowl.computer.sandbox import Sandbox, SandboxError
-from nightowl.models.base import ToolSpec
+from nightowl.messages import ToolSpec
 from nightowl.store.database import Database
 
 if TYPE_CHECKING:

@@ -22,8 +22,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from nightowl.harness.transcript import Entry, ToolCall
-from nightowl.models.base import ModelReply
+from nightowl.messages import Entry, ModelReply, ToolCall
 
 TRACER_NAME = "nightowl"
 MAX_TEXT_CHARS = 8000  # one message's text in exported content; the rest is cut

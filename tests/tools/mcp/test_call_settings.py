@@ -109,7 +109,7 @@ def test_a_call_uses_the_connector_as_the_owner_set_it_now(
         async def call_once(slot: str) -> None:
             await run_tool_call(deps, tools, "turn", conversation, owner, slot, call)
             with database.read() as session:
-                outcomes.append(load_turn_entries(session, "turn")[-1])
+                outcomes.append(load_turn_entries(session, "turn")[-1].to_dict())
 
         await call_once("1.0")
         with database.write() as session:  # the owner points it at another server

@@ -9,11 +9,11 @@ from collections.abc import Awaitable, Callable
 import mcp_types as types
 
 from nightowl.harness.guard import GuardLimits
-from nightowl.models.base import ModelReply, ModelRequest
+from nightowl.messages import ModelReply, ModelRequest
 from nightowl.store.connectors import ConnectorInfo, add_connector
 from nightowl.store.conversations import create_conversation
 from nightowl.store.database import Database
-from nightowl.store.helpers import start_helper
+from nightowl.store.helper_agents import start_helper
 from nightowl.store.users import create_user
 from nightowl.tools.mcp.connections import CallScope
 from nightowl.tools.mcp.server_requests import ServerRequests

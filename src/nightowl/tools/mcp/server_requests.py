@@ -25,8 +25,7 @@ import mcp_types as types
 from sqlalchemy import select
 
 from nightowl.harness.guard import GuardLimits, budget_stop
-from nightowl.harness.transcript import Entry
-from nightowl.models.base import ModelReply, ModelRequest
+from nightowl.messages import Entry, ModelReply, ModelRequest
 from nightowl.store.connectors import ConnectorInfo
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user

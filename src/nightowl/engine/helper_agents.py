@@ -29,11 +29,11 @@ from nightowl.engine.turn_deps import TurnDeps
 from nightowl.harness.guard import GuardLimits
 from nightowl.harness.loop import LoopEnd
 from nightowl.harness.prompt import HELPER_PROMPT
-from nightowl.harness.transcript import Entry
+from nightowl.messages import Entry
 from nightowl.models.base import Model
 from nightowl.router.priority import Priority
 from nightowl.router.router import IncomingMessage, Router
-from nightowl.store.helpers import (
+from nightowl.store.helper_agents import (
     HelperInfo,
     begin_run,
     end_run,
@@ -43,7 +43,7 @@ from nightowl.store.helpers import (
 )
 from nightowl.store.outages import outlast
 from nightowl.store.transcript import load_turn_entries
-from nightowl.tools.helpers import HELPER_TOOLS, REPORT
+from nightowl.tools.helper_agents import HELPER_TOOLS, REPORT
 from nightowl.tools.providers import Toolbox
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ class Helpers:
         async def finish(run_id: str, status: str, end: LoopEnd | None) -> None:
             def record() -> tuple[HelperInfo, str] | None:
                 with database.write() as session:
-                    entries = [Entry.from_dict(p) for p in load_turn_entries(session, run_id)]
+                    entries = load_turn_entries(session, run_id)
                     report = report_of(entries) if status == "done" else None
                     tainted = any(e.trust == "untrusted" or e.meta.get("outside") for e in entries)
                     trust = "untrusted" if tainted else "agent"
@@ -186,7 +186,7 @@ class Helpers:
                     computer_id=await outlast(self._computer_id, started),
                 )
                 with deps.traces.agent_run(HELPER_PROFILE, run_id, context.conversation_id) as span:
-                    end = await loop.run(context, deps.schedule_timer)
+                    end = await loop.run(context)
                     deps.traces.run_ended(span, end.outcome, end.error)
                 status = "done" if end.outcome == "done" else "failed"
                 await finish(run_id, status, end)

@@ -14,7 +14,7 @@ from nightowl.api.errors import error_responses
 from nightowl.api.inputs import PathId
 from nightowl.store.conversations import get_conversation
 from nightowl.store.errors import NotFound
-from nightowl.store.helpers import (
+from nightowl.store.helper_agents import (
     ACTIVE,
     HelperInfo,
     helper_costs,

@@ -14,10 +14,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from nightowl.harness.transcript import Entry
+from nightowl.messages import Entry
 from nightowl.safety.provenance import written_trust
 from nightowl.store.errors import StoreError
-from nightowl.store.helpers import (
+from nightowl.store.helper_agents import (
     ACTIVE,
     MAX_TASK_CHARS,
     HelperInfo,
@@ -134,7 +134,7 @@ async def _check_helper(args: CheckHelperArgs, ctx: ToolContext) -> ToolResult:
     def load() -> tuple[HelperInfo, list[Entry], dict[str, tuple[int, float]]]:
         with ctx.database.read() as session:
             helper = get_helper(session, ctx.owner_id, args.helper)
-            entries = [Entry.from_dict(p) for p in load_transcript(session, helper.conversation_id)]
+            entries = load_transcript(session, helper.conversation_id)
             return helper, entries, helper_costs(session, [helper.conversation_id])
 
     try:

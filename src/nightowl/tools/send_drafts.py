@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from nightowl.messages import Draft, Question
 from nightowl.store.outbox import deliver_to_user
 from nightowl.store.questions import wait_for_answer
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
@@ -33,7 +34,8 @@ class PayArgs(BaseModel):
 async def _propose(
     ctx: ToolContext, tool: str, title: str, draft: str, payload: dict[str, Any]
 ) -> ToolResult:
-    meta = {"controls": {"draft": draft, "send": {"tool": tool, "payload": payload}}}
+    send = Draft(tool, payload)
+    meta = {"controls": {"draft": draft, "send": send.to_dict()}}
 
     def deliver() -> str:
         with ctx.database.write() as session:
@@ -51,7 +53,7 @@ async def _propose(
     message_id = await asyncio.to_thread(deliver)
     return ToolResult(
         "Draft shown to the owner; waiting for Send or Discard.",
-        meta={"ask": {"message_id": message_id, "send": {"tool": tool, "payload": payload}}},
+        meta={"ask": Question(message_id, send).to_dict()},
     )
 
 
