@@ -238,9 +238,8 @@ async def main(quick: bool, backend: str = "sqlite") -> dict[str, Any]:
             ),
             database,
         )
-        connections = Connections()
+        connections = Connections(open_http=HttpTransports(database, None).open)
         provider = ConnectorProvider(database, connections)
-        connections.open_http = HttpTransports(database, None).open
         toolbox = Toolbox(builtin_registry(), [provider])
         with HttpServer("crm") as crm, HttpServer("helpdesk") as desk:
             with database.write() as session:

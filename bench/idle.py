@@ -137,7 +137,7 @@ def simulated_day(url: str, base: str) -> dict[str, Any]:
         fetcher = PinnedFetcher(AddressPolicy(allow_private=True))  # the pages are on loopback
         checks = WatchChecks(database, Path(tempfile.mkdtemp()), fetcher)
         now = [START]
-        firings = RoutineFirings(database, lambda: router, lambda: now[0], checks)
+        firings = RoutineFirings(database, router, lambda: now[0], checks)
         due_times = [START + timedelta(minutes=10 * k) for k in range(1, 145)]
         cpu = time.process_time()
         for due in due_times:

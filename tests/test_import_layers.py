@@ -24,7 +24,8 @@ LAYERS: list[set[str]] = [
     {"engine"},  # the durable turn: DBOS workflows and steps
     {"doctor"},  # checks of a deployment
     {"api"},  # HTTP routes
-    {"app"},  # the composition root
+    {"services"},  # the parts of a server, built in named stages
+    {"app"},  # the composition root: the API around the services
     {"backup"},  # backup and restore (builds the app's parts)
     {"helpers_cli", "inbox_cli"},  # command groups of the command line
     {"cli"},  # the command line

@@ -125,10 +125,10 @@ def _serve(args: argparse.Namespace) -> int:
 def _computer_host(_args: argparse.Namespace) -> int:
     import uvicorn
 
-    from nightowl.app import computer_settings, snapshot_redactor, snapshot_store
     from nightowl.computer.computers import Computers
     from nightowl.computer.host import build_host_app
     from nightowl.logs import configure_logging
+    from nightowl.services import computer_settings, snapshot_redactor, snapshot_store
 
     settings = _settings()
     if not settings.computer_host_url or len(settings.computer_token) < 16:
@@ -142,8 +142,12 @@ def _computer_host(_args: argparse.Namespace) -> int:
     configure_logging(settings.log_level, human)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with _store(settings) as database:
-        computers = Computers(computer_settings(settings), database, snapshot_store(settings))
-        computers.redactor_for = snapshot_redactor(settings, database)
+        computers = Computers(
+            computer_settings(settings),
+            database,
+            snapshot_store(settings),
+            snapshot_redactor(settings, database),
+        )
         app = build_host_app(computers, settings.computer_token, settings.computer_lease_s / 3)
         print(f"\n  nightowl computer host {settings.computer_host_url}\n", flush=True)
         # No access log: a line per tool call costs more than the call's own work.

@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from nightowl import __version__
 from nightowl.models.pricing import PriceTable
+from nightowl.models.select import LocalModelSettings
 from nightowl.tracing.target import export_target
 
 
@@ -324,6 +325,15 @@ class Settings(BaseSettings):
         default="", description="The S3-compatible server's URL (MinIO, Ceph …); empty: AWS."
     )
     snapshot_store_region: str = Field(default="us-east-1")
+
+    @property
+    def local_model(self) -> LocalModelSettings:
+        """How the local model runs (one value for every model built from these settings)."""
+        return LocalModelSettings(
+            idle_s=self.local_model_idle_s,
+            command=self.local_model_command,
+            threads=self.local_model_threads,
+        )
 
     @property
     def computer_host_list(self) -> list[str]:

@@ -381,7 +381,7 @@ def test_a_file_watch_reads_the_file_in_the_computer_on_its_host(tmp_path: Path)
     )
     router = Router(database, RecordingQueue())
     now = {"at": datetime.now(UTC)}
-    firings = RoutineFirings(database, lambda: router, lambda: now["at"], checks)
+    firings = RoutineFirings(database, router, lambda: now["at"], checks)
 
     def fire() -> int:
         now["at"] += timedelta(minutes=5)

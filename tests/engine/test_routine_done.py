@@ -65,7 +65,7 @@ class Run:
         self.homes = homes
         self.queue = RecordingQueue()
         router = Router(database, self.queue)
-        self.firings = RoutineFirings(database, lambda: router, lambda: T0 + timedelta(days=2))
+        self.firings = RoutineFirings(database, router, lambda: T0 + timedelta(days=2))
 
     def fire(self, due: datetime, act: str = "") -> str:
         """Fire `due`; its turn takes the message, does `act` (send | ask | nothing), ends."""

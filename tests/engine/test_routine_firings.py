@@ -77,7 +77,7 @@ def _outcomes(database: Database, routine_id: str) -> list[tuple[str, str, str, 
 
 def _firings(database: Database, clock: Clock) -> RoutineFirings:
     router = Router(database, RecordingQueue())
-    return RoutineFirings(database, lambda: router, clock)
+    return RoutineFirings(database, router, clock)
 
 
 def test_latest_one_firing_says_three_were_missed(database: Database) -> None:
@@ -233,7 +233,7 @@ def test_a_firing_the_router_refuses_is_failed_with_why(database: Database) -> N
     refusing = Refusing()
     firings = RoutineFirings(
         database,
-        lambda: refusing,  # type: ignore[arg-type,return-value]
+        refusing,  # type: ignore[arg-type]
         Clock(T0 + timedelta(minutes=40)),
     )
     assert firings.catch_up() == 0
@@ -289,7 +289,7 @@ def test_a_routine_over_its_budget_skips_its_due_times_until_the_day_is_over(
     clock = Clock(T0 + timedelta(minutes=31))
     router = Router(database, RecordingQueue())
     limits = GuardLimits(routine_budget_usd=1.0)
-    firings = RoutineFirings(database, lambda: router, clock, limits=limits)
+    firings = RoutineFirings(database, router, clock, limits=limits)
     assert firings.fire_due(routine_id, datetime(2026, 12, 5, 10, 0, tzinfo=UTC)) == 1
     _spent(database, routine_id, 0.5, T0 + timedelta(minutes=35))  # now 1.25 of 1.00
     clock.now = T0 + timedelta(hours=1, minutes=31)
@@ -302,9 +302,7 @@ def test_a_routine_over_its_budget_skips_its_due_times_until_the_day_is_over(
     ]
     # The owner's budget over all their conversations counts too (a member opening a new
     # conversation is no way round it) ...
-    everyone = RoutineFirings(
-        database, lambda: router, clock, limits=GuardLimits(user_budget_usd=1.0)
-    )
+    everyone = RoutineFirings(database, router, clock, limits=GuardLimits(user_budget_usd=1.0))
     clock.now = T0 + timedelta(hours=2, minutes=31)
     assert everyone.fire_due(routine_id, datetime(2026, 12, 5, 12, 0, tzinfo=UTC)) == 0
     assert _outcomes(database, routine_id)[-1][2].startswith(

@@ -82,7 +82,7 @@ def _firings(database: Database, homes: Path, **parts: object) -> RoutineFirings
     router = Router(database, RecordingQueue())
     fetcher = PinnedFetcher(AddressPolicy(allow_private=True))
     checks = WatchChecks(database, homes, fetcher, **parts)  # type: ignore[arg-type]
-    return RoutineFirings(database, lambda: router, lambda: T0 + timedelta(days=2), checks)
+    return RoutineFirings(database, router, lambda: T0 + timedelta(days=2), checks)
 
 
 def _mail_channel(database: Database, owner: str, server: MailServer, name: str = "mail") -> str:

@@ -96,7 +96,7 @@ def _firings(database: Database, homes: Path, allow_private: bool = True) -> Rou
     router = Router(database, RecordingQueue())
     fetcher = PinnedFetcher(AddressPolicy(allow_private=allow_private))
     checks = WatchChecks(database, homes, fetcher)
-    return RoutineFirings(database, lambda: router, lambda: T0 + timedelta(days=2), checks)
+    return RoutineFirings(database, router, lambda: T0 + timedelta(days=2), checks)
 
 
 def _outcomes(database: Database, routine_id: str) -> list[tuple[str, str]]:

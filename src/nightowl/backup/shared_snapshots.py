@@ -41,7 +41,7 @@ def store_for(settings: Settings) -> S3SnapshotStore | None:
                 "the backup again"
             )
         return None
-    from nightowl.app import snapshot_store
+    from nightowl.services import snapshot_store
 
     try:
         return snapshot_store(settings)

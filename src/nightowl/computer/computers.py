@@ -101,6 +101,7 @@ class Computers:
         settings: ComputerSettings,
         database: Database,
         shared: S3SnapshotStore | None = None,
+        redactor_for: Callable[[str], Redactor | None] | None = None,
     ) -> None:
         self.settings = settings
         self.database = database
@@ -115,8 +116,8 @@ class Computers:
         # Names this server's cgroups apart from another server's on the same host.
         # Called with the user id before a sandbox sleeps deeply (a browser flushes its profile).
         self.before_sleep: list[Callable[[str], Awaitable[None]]] = []
-        # The user's secrets, kept out of the home's snapshot (set by the composition root).
-        self.redactor_for: Callable[[str], Redactor | None] | None = None
+        # The user's secrets, kept out of the home's snapshot.
+        self.redactor_for = redactor_for
         self._instance = hashlib.sha256(str(settings.homes_dir.resolve()).encode()).hexdigest()[:8]
 
     @property

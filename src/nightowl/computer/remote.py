@@ -133,7 +133,14 @@ def websocket_address(host: str, user_id: str, route: str) -> str:
 class RemoteComputers:
     """The users' computers on a computer tier, reached over HTTP with the tier's token."""
 
-    def __init__(self, hosts: Sequence[str], token: str, database: Database, wait_s: float) -> None:
+    def __init__(
+        self,
+        hosts: Sequence[str],
+        token: str,
+        database: Database,
+        wait_s: float,
+        redactor_for: Callable[[str], Redactor | None] | None = None,
+    ) -> None:
         if not hosts:
             raise ValueError("a computer tier needs at least one host address")
         self.hosts = [h.rstrip("/") for h in hosts]
@@ -148,7 +155,7 @@ class RemoteComputers:
         self._notices: dict[str, str] = {}
         # Kept for the composition root's wiring; a host runs its own sleep hooks.
         self.before_sleep: list[Callable[[str], Awaitable[None]]] = []
-        self.redactor_for: Callable[[str], Redactor] | None = None
+        self.redactor_for = redactor_for
 
     def _client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()  # a client belongs to one event loop

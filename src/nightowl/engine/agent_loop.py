@@ -130,7 +130,6 @@ class AgentLoop:
     def __init__(self, deps: TurnDeps, calls: ModelCalls, profiles: list[LoopProfile]) -> None:
         self.deps, self.calls = deps, calls
         self.profiles = {profile.name: profile for profile in profiles}
-        self.helpers: HelperControl | None = None  # set once the helpers' engine exists
         self.runs: dict[str, RunState] = {}  # runs going on in this process
         # Not DBOS steps: their results are committed with their writes and found again on
         # a re-run (store/step_results.py), which is all DBOS's own record of them would
@@ -329,15 +328,16 @@ class AgentLoop:
         self.deps.metrics.steps.labels(kind="answer").inc()
         await outlast(record)
 
-    async def run(self, context: LoopContext) -> LoopEnd:
-        """Run the loop to its end (a workflow's body: every side effect is a step)."""
+    async def run(self, context: LoopContext, helpers: HelperControl | None) -> LoopEnd:
+        """Run the loop to its end (a workflow's body: every side effect is a step);
+        `helpers` starts and stops the helper runs its tool calls ask for."""
         try:
-            return await self._run(context)
+            return await self._run(context, helpers)
         finally:
             self.runs.pop(context.run_id, None)
             self.calls.forget(context.run_id)
 
-    async def _run(self, context: LoopContext) -> LoopEnd:
+    async def _run(self, context: LoopContext, helpers: HelperControl | None) -> LoopEnd:
         calls: list[dict[str, Any]] = []
         step = 0
         while True:
@@ -358,7 +358,7 @@ class AgentLoop:
             outcomes = []
             for index, call in enumerate(model_step.reply.tool_calls):
                 calls.append(call.to_dict())
-                outcome = await self._tool_call(context, f"{step}.{index}", call)
+                outcome = await self._tool_call(context, f"{step}.{index}", call, helpers)
                 if outcome is not None:
                     outcomes.append(outcome)
             if after_tools(outcomes) == "end":
@@ -366,7 +366,7 @@ class AgentLoop:
             step += 1
 
     async def _tool_call(
-        self, context: LoopContext, slot: str, call: ToolCall
+        self, context: LoopContext, slot: str, call: ToolCall, helpers: HelperControl | None
     ) -> ToolOutcome | None:
         """One tool call through the safety gate, with what its outcome asks for; None when
         the gate blocked it (its result, why and what to do, is recorded)."""
@@ -379,10 +379,10 @@ class AgentLoop:
         for follow in follow_ups(outcome):
             if isinstance(follow, AwaitAnswer):
                 await self._await_answer(context, slot, call, follow)
-            elif isinstance(follow, StartHelper) and self.helpers is not None:
-                await self.helpers.start(follow.helper_id, follow.run_id, context.owner_id)
-            elif isinstance(follow, StopHelpers) and self.helpers is not None:
-                await self.helpers.stop(list(follow.run_ids))
+            elif isinstance(follow, StartHelper) and helpers is not None:
+                await helpers.start(follow.helper_id, follow.run_id, context.owner_id)
+            elif isinstance(follow, StopHelpers) and helpers is not None:
+                await helpers.stop(list(follow.run_ids))
             elif isinstance(follow, ScheduleTimer):
                 timer = follow.timer
                 await self.deps.schedule_timer(

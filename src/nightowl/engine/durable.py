@@ -20,6 +20,7 @@ from nightowl.config import Settings
 from nightowl.engine.preemption import RunningTurns
 from nightowl.engine.queue_nudge import QueueNudge
 from nightowl.engine.timers import TIMER_QUEUE, TimerWorkflow
+from nightowl.router.router import HelperStopper
 from nightowl.store.turns import TurnInfo
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def dbos_config(settings: Settings) -> DBOSConfig:
 class DurableEngine:
     """Owns the DBOS instance of this process and the per-conversation turn queue."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, wake_workers: Callable[[], None] | None = None) -> None:
         self._settings = settings
         self._queue: Any = None
         self._turn: TurnWorkflow | None = None
@@ -103,9 +104,10 @@ class DurableEngine:
         # Before launch: DBOS's queue threads get a nudgeable event (or, in an API process,
         # do not run at all).
         self._nudge.install(dispatch=self.dispatches)
-        # How an enqueue made here reaches the processes that dispatch (set by the app on
-        # PostgreSQL): an API process has no queue thread of its own to nudge.
-        self.wake_workers: Callable[[], None] = lambda: None
+        # How an enqueue made here reaches the processes that dispatch (PostgreSQL): an API
+        # process has no queue thread of its own to nudge.
+        self.wake_workers: Callable[[], None] = wake_workers or (lambda: None)
+        self._helpers: HelperStopper | None = None
         DBOS.destroy(destroy_registry=True)  # a clean registry for this process's workflows
         dbos_log = logging.getLogger("dbos")
         if settings.otlp_endpoint and not any(
@@ -121,6 +123,15 @@ class DurableEngine:
     def register_timer(self, timer: TimerWorkflow) -> None:
         """The workflow a due timer runs (registered before launch)."""
         self._timer = timer
+
+    def register_helpers(self, helpers: HelperStopper) -> None:
+        """The helpers' engine: the owner's stops (through the router) reach it."""
+        self._helpers = helpers
+
+    def stop_now(self, run_ids: list[str]) -> None:
+        """Stop helper runs the owner stopped: cancelled, cleaned up, their parents told."""
+        if self._helpers is not None:
+            self._helpers.stop_now(run_ids)
 
     def register_compaction(
         self, compaction: Callable[[str, str], Coroutine[Any, Any, str]]

@@ -27,7 +27,6 @@ from nightowl.memory.context import memory_texts
 from nightowl.messages import Button, Controls, Draft, Entry, Hold, ToolCall
 from nightowl.models.base import Model
 from nightowl.models.pricing import PriceTable
-from nightowl.models.select import build_model
 from nightowl.safety import audit
 from nightowl.safety.data_flow import FlowContext, flow_context
 from nightowl.safety.policy import (
@@ -142,23 +141,13 @@ def build_gate(
     settings: Settings,
     database: Database,
     tools: Toolbox,
-    model: Model | None,
+    reviewer: Model | None,
     calls: ModelCalls,
     channel_sender: ChannelSender | None = None,
 ) -> SafetyGate:
     """The gate as configured: its reviewer (the agent's model unless another is set), the
     vault key, the send providers (the configured one, and `channel_sender`: the owner's own
     channel, e.g. their e-mail) and the approval window."""
-    reviewer = (
-        build_model(
-            settings.review_model,
-            local_idle_s=settings.local_model_idle_s,
-            local_command=settings.local_model_command,
-            local_threads=settings.local_model_threads,
-        )
-        if settings.review_model
-        else model
-    )
     provider = SendProvider(settings.send_provider_url) if settings.send_provider_url else None
     deps = SafetyDeps(
         reviewer=reviewer,

@@ -63,13 +63,9 @@ class HelperSettings:
     budget_usd: float = 2.0
 
 
-def helper_profile(
-    model: Model, tools: Toolbox, limits: GuardLimits, settings: HelperSettings
-) -> LoopProfile:
-    """A helper's profile: its model, the helper instructions, every tool but the owner's
-    (send_to_user) and the helper tools (no helpers of helpers), its own limits."""
-    builtin = tools.builtin.without({"send_to_user", *HELPER_TOOLS})
-    own_limits = GuardLimits(
+def helper_limits(limits: GuardLimits, settings: HelperSettings) -> GuardLimits:
+    """A helper's own limits: its steps and budget, the rest as a turn's."""
+    return GuardLimits(
         max_steps=settings.max_steps,
         max_identical_calls=limits.max_identical_calls,
         daily_token_budget=limits.daily_token_budget,
@@ -78,12 +74,20 @@ def helper_profile(
         user_budget_usd=limits.user_budget_usd,
         user_token_budget=limits.user_token_budget,
     )
+
+
+def helper_profile(
+    model: Model, tools: Toolbox, limits: GuardLimits, settings: HelperSettings
+) -> LoopProfile:
+    """A helper's profile: its model, the helper instructions, every tool but the owner's
+    (send_to_user) and the helper tools (no helpers of helpers), its own limits."""
+    builtin = tools.builtin.without({"send_to_user", *HELPER_TOOLS})
     return LoopProfile(
         HELPER_PROFILE,
         model,
         HELPER_PROMPT,
         Toolbox(builtin, tools.providers),
-        own_limits,
+        helper_limits(limits, settings),
         takes_guidance=True,
         purpose="helper",
     )
@@ -117,7 +121,7 @@ class Helpers:
         self,
         deps: TurnDeps,
         loop: AgentLoop,
-        router: Callable[[], Router],
+        router: Router,
         nudge: Callable[[], None] = lambda: None,
     ) -> None:
         self.deps, self.loop, self.router, self._nudge = deps, loop, router, nudge
@@ -186,7 +190,7 @@ class Helpers:
                     computer_id=await outlast(self._computer_id, started),
                 )
                 with deps.traces.agent_run(HELPER_PROFILE, run_id, context.conversation_id) as span:
-                    end = await loop.run(context)
+                    end = await loop.run(context, self)
                     deps.traces.run_ended(span, end.outcome, end.error)
                 status = "done" if end.outcome == "done" else "failed"
                 await finish(run_id, status, end)
@@ -261,7 +265,7 @@ class Helpers:
             return isolated_computer_of(session, helper)
 
     def _tell_parent(self, helper: HelperInfo, text: str) -> None:
-        self.router().accept(
+        self.router.accept(
             IncomingMessage(
                 source="helper",
                 idempotency_key=helper.run_id,

@@ -53,7 +53,7 @@ class RoutineFirings:
     def __init__(
         self,
         database: Database,
-        router: Callable[[], Router],
+        router: Router,
         clock: Callable[[], datetime] = utcnow,
         watches: WatchChecks | None = None,
         limits: GuardLimits | None = None,
@@ -154,9 +154,9 @@ class RoutineFirings:
                     priority=Priority.ROUTINE,
                 )
                 # Stored together: the turn that wakes sees the notice and the change.
-                accepted, _ = self._router().accept_together([notice_message, change_message])
+                accepted, _ = self._router.accept_together([notice_message, change_message])
             else:
-                accepted = self._router().accept(notice_message)
+                accepted = self._router.accept(notice_message)
         except StoreError as error:
             return self._failed(routine, firing, str(error))
         with self._database.write() as session:

@@ -4,7 +4,6 @@ through engine/routine_firings.py, which accounts for every due time."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +31,7 @@ class RoutineSchedules:
     def __init__(
         self,
         database: Database,
-        router: Callable[[], Router],
+        router: Router,
         watches: WatchChecks | None = None,
         limits: GuardLimits | None = None,
     ) -> None:

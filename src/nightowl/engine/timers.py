@@ -19,8 +19,8 @@ def timer_workflow_id(turn_id: str, call_id: str) -> str:
     return f"timer-{turn_id}-{call_id}"
 
 
-def build_timer_workflow(router: Callable[[], Router]) -> TimerWorkflow:
-    """Register the workflow a timer runs when it is due; `router` is looked up at run time."""
+def build_timer_workflow(router: Router) -> TimerWorkflow:
+    """Register the workflow a timer runs when it is due (its note goes through `router`)."""
 
     @DBOS.step(name="nightowl.fire_timer")
     async def fire(timer_id: str, conversation_id: str, note: str) -> None:
@@ -33,7 +33,7 @@ def build_timer_workflow(router: Callable[[], Router]) -> TimerWorkflow:
             priority=Priority.TIMER,
             role="notice",
         )
-        await outlast(router().accept, incoming)  # once: keyed by the timer
+        await outlast(router.accept, incoming)  # once: keyed by the timer
 
     @DBOS.workflow(name="nightowl.timer")
     async def timer(timer_id: str, conversation_id: str, note: str) -> None:

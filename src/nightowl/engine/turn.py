@@ -13,7 +13,13 @@ import time
 
 from dbos import DBOS
 
-from nightowl.engine.agent_loop import AgentLoop, LoopContext, LoopProfile, failure_text
+from nightowl.engine.agent_loop import (
+    AgentLoop,
+    HelperControl,
+    LoopContext,
+    LoopProfile,
+    failure_text,
+)
 from nightowl.engine.batches import Batch, take_turn_batch
 from nightowl.engine.compaction import compaction_wanted
 from nightowl.engine.durable import TurnWorkflow
@@ -56,8 +62,11 @@ def turn_profile(model: Model, deps: TurnDeps) -> LoopProfile:
     )
 
 
-def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> TurnWorkflow:
-    """Register the turn workflow and its own steps with DBOS and return the workflow."""
+def build_turn_workflow(
+    deps: TurnDeps, loop: AgentLoop, calls: ModelCalls, helpers: HelperControl | None = None
+) -> TurnWorkflow:
+    """Register the turn workflow and its own steps with DBOS and return the workflow
+    (`helpers`: what starts and stops the helper runs a turn's tool calls ask for)."""
     database, metrics, running = deps.database, deps.metrics, deps.running
     vault_key = deps.gate.deps.vault_key if deps.gate is not None else None
     remember = build_memory_pass(database, deps.model, calls) if deps.model is not None else None
@@ -183,7 +192,7 @@ def build_turn_workflow(deps: TurnDeps, loop: AgentLoop, calls: ModelCalls) -> T
             if deps.model is not None and batch.seqs:
                 context = LoopContext(TURN_PROFILE, turn_id, conversation_id, batch.owner_id)
                 try:
-                    end = await loop.run(context)
+                    end = await loop.run(context, helpers)
                     await say_how_it_ended(turn_id, conversation_id, end)
                     outcome = end.outcome
                 except Exception as failure:

@@ -165,12 +165,7 @@ def _run(args: argparse.Namespace, settings: Settings, database: Database) -> in
         if missing:
             raise CaseError(f"no case {sorted(missing)}")
     cases = cases[: args.limit] if args.limit else cases
-    threads = settings.local_model_threads
-    model = build_model(
-        args.model or settings.model,
-        local_command=settings.local_model_command,
-        local_threads=threads,
-    )
+    model = build_model(args.model or settings.model, settings.local_model)
     judge = build_model(args.judge) if args.judge else None
     if model is None:
         raise CaseError("no model to run on (NIGHTOWL_MODEL=none); pass --model")

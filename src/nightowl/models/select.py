@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 from nightowl.models.base import Model, ModelConfigError
@@ -24,15 +25,20 @@ def resolve(setting: str) -> str:
     return "local"
 
 
-def build_model(
-    setting: str, *, local_idle_s: float = 300.0, local_command: str = "", local_threads: int = 0
-) -> Model | None:
-    """The configured model, or None for `none` (turns then only record their batch).
+@dataclass(frozen=True)
+class LocalModelSettings:
+    """How the local model runs: its process stops after `idle_s` without calls; `command`,
+    when set, runs instead of the real worker (a stand-in for tests and debugging); it
+    computes on `threads` (0: every core)."""
 
-    The local model's process stops after `local_idle_s` without calls; `local_command`, when
-    set, runs instead of the real worker (a stand-in for tests and debugging); it computes on
-    `local_threads` (0: every core).
-    """
+    idle_s: float = 300.0
+    command: str = ""
+    threads: int = 0
+
+
+def build_model(setting: str, local: LocalModelSettings = LocalModelSettings()) -> Model | None:
+    """The configured model, or None for `none` (turns then only record their batch); a local
+    model runs as `local` says."""
     kind, _, rest = resolve(setting).partition(":")
     if kind == "none":
         return None
@@ -44,9 +50,9 @@ def build_model(
         from nightowl.models.local import LocalModel
 
         return LocalModel(
-            threads=local_threads,
-            idle_s=local_idle_s,
-            command=shlex.split(local_command) or None,
+            threads=local.threads,
+            idle_s=local.idle_s,
+            command=shlex.split(local.command) or None,
         )
     if kind == "anthropic":
         from nightowl.models.anthropic_model import AnthropicModel

@@ -123,13 +123,14 @@ class Connections:
         elicit: Elicit | None = None,
         sample: Sample | None = None,
         on_tools_changed: Callable[[ConnectorInfo], Coroutine[Any, Any, None]] | None = None,
+        explain: Callable[[ConnectorInfo], ConnectorError | None] | None = None,
     ) -> None:
         self.open_http = open_http
         self.elicit, self.sample = elicit, sample
         self.on_tools_changed = on_tools_changed
         # Why a connector's transport gave up, when it knows better than the SDK's error
         # (OAuth wants the owner again: tools/mcp/oauth.py); taken once.
-        self.explain: Callable[[ConnectorInfo], ConnectorError | None] | None = None
+        self.explain = explain
         # Checks what a stdio server's command runs just before it starts, against the
         # connector's pin; raises ConnectorError to refuse the start (tools/mcp/provider.py).
         self.check_package: Callable[[ConnectorInfo, dict[str, Any]], Awaitable[None]] | None = None
