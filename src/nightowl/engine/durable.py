@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from dbos import DBOS, DBOSConfig, PropagateOtelContext, SetEnqueueOptions, SetWorkflowID
-from dbos._dbos import _get_dbos_instance as _dbos_instance
-from dbos._recovery import _recover_workflow
 from opentelemetry import context as otel_context
 from sqlalchemy import Engine, create_engine, event
 
 from nightowl.config import Settings
+from nightowl.engine import dbos_internals
 from nightowl.engine.preemption import RunningTurns
 from nightowl.engine.queue_nudge import QueueNudge
 from nightowl.engine.timers import TIMER_QUEUE, TimerWorkflow
@@ -277,8 +276,7 @@ class DurableEngine:
 
     def recover(self, executor_id: str) -> int:
         """Take over the unfinished workflows of a dead worker; returns how many."""
-        handles = DBOS._recover_pending_workflows([executor_id])
-        return len(handles)
+        return dbos_internals.recover_executor(executor_id)
 
     def restart_stranded(self, grace_s: float = STRANDED_GRACE_S) -> list[str]:
         """Start again this worker's workflows that DBOS claimed from a queue but never ran.
@@ -290,11 +288,14 @@ class DurableEngine:
         behind it. Found in a full-suite run of the in-flight outage test. A workflow of
         this executor that stays PENDING and not running here for `grace_s` (two looks) is
         re-enqueued as DBOS's own recovery does (its atomic dequeue admits one runner)."""
-        dbos = _dbos_instance()
-        pending = dbos._sys_db.get_pending_workflows(
-            self._settings.worker_id, self._settings.application_version
+        pending = DBOS.list_workflows(
+            status="PENDING",
+            executor_id=self._settings.worker_id,
+            app_version=self._settings.application_version,
+            load_input=False,
+            load_output=False,
         )
-        running = set(dbos._active_workflows_set.activeList())
+        running = dbos_internals.running_here()
         now = time.monotonic()
         seen: dict[str, float] = {}
         restarted = []
@@ -305,7 +306,9 @@ class DurableEngine:
             if now - first < grace_s:
                 seen[workflow.workflow_id] = first
                 continue
-            _recover_workflow(dbos, workflow, [self._settings.worker_id])
+            dbos_internals.reenqueue_claimed(
+                workflow.workflow_id, workflow.shard_key, self._settings.worker_id
+            )
             restarted.append(workflow.workflow_id)
         self._stranded = seen
         if restarted:

@@ -6,8 +6,10 @@ half an interval on average, and a whole idle interval after a quiet spell. DBOS
 poll now, but its queue threads sleep in `stop_event.wait(interval)` on one event of their own.
 Installed before launch, this makes that event *nudgeable*: `nudge()` ends every thread's
 current wait (or its next one, if it is busy polling) without signalling a stop, so it polls at
-once; `set()` still stops them. If a DBOS release moves these internals, `install` reports
-False and dispatch falls back to polling alone (a test notices).
+once; `set()` still stops them. The wrapping itself is engine/dbos_internals.py's (DBOS's
+private internals stay there); if a DBOS release moves them, `install` reports False, dispatch
+falls back to polling alone, and tests/engine/test_dbos_internals.py fails. The event's own
+wake-ups use CPython's `threading.Event` internals (`_cond`, `_flag`).
 
 The same entry point lets an API process (`--role api`) run DBOS without dispatching: it
 enqueues, cancels, sends and schedules, but its queue thread returns at once, so no queue is
@@ -24,7 +26,7 @@ import logging
 import threading
 from typing import Any
 
-import dbos._dbos as dbos_internals
+from nightowl.engine import dbos_internals
 
 log = logging.getLogger(__name__)
 
@@ -58,55 +60,44 @@ class QueueNudge:
 
     def __init__(self) -> None:
         self._event: NudgeableEvent | None = None
-        self._original: Any = None
         self.dispatch = True
 
     def install(self, dispatch: bool = True) -> bool:
-        """Patch DBOS's queue-thread entry point (before `DBOS.launch`); True if it could.
+        """Wrap DBOS's queue-thread entry point (before `DBOS.launch`); True if it could.
 
         With `dispatch` False the queue thread does nothing: this process dequeues no
         workflow, others (the workers) do."""
         self.dispatch = dispatch
         self._keep_schedules_to_dispatchers()
-        current = getattr(dbos_internals, "queue_thread", None)
-        if current is None:
+        if not dbos_internals.wrap_queue_thread(self._queue_thread):
             log.warning("DBOS has no queue_thread: queued turns start at the next poll")
             return False
-        if getattr(current, "_nightowl_nudge", None) is self:
-            return True
-        original = getattr(current, "_nightowl_original", current)
-
-        def queue_thread(stop_event: threading.Event, dbos: Any) -> None:
-            if not self.dispatch:
-                return
-            if type(stop_event) is threading.Event:
-                stop_event.__class__ = NudgeableEvent
-                self._event = stop_event  # type: ignore[assignment]
-            original(stop_event, dbos)
-
-        queue_thread._nightowl_nudge = self  # type: ignore[attr-defined]
-        queue_thread._nightowl_original = original  # type: ignore[attr-defined]
-        dbos_internals.queue_thread = queue_thread  # type: ignore[attr-defined]
-        self._original = original
         return True
+
+    def _queue_thread(
+        self, original: dbos_internals.QueueThread, stop_event: threading.Event, dbos: Any
+    ) -> None:
+        """DBOS's queue thread, with a nudgeable stop event (or none at all: no dispatch)."""
+        if not self.dispatch:
+            return
+        if type(stop_event) is threading.Event:
+            stop_event.__class__ = NudgeableEvent
+            self._event = stop_event  # type: ignore[assignment]
+        original(stop_event, dbos)
 
     def _keep_schedules_to_dispatchers(self) -> None:
         """DBOS's schedule poller (a thread that reads the schedules every second and starts
         a thread per schedule to enqueue its firings) runs only where turns are dispatched:
         the workers enqueue routines' firings (by deterministic workflow id, so several
         workers fire each once), and an API process polls nothing."""
-        current = getattr(dbos_internals, "dynamic_scheduler_loop", None)
-        if current is None:
+        if not dbos_internals.wrap_scheduler_loop(self._scheduler_loop):
             log.warning("DBOS has no dynamic_scheduler_loop: API processes poll schedules")
-            return
-        original = getattr(current, "_nightowl_original", current)
 
-        def dynamic_scheduler_loop(stop_event: threading.Event, interval_s: float) -> None:
-            if self.dispatch:
-                original(stop_event, interval_s)
-
-        dynamic_scheduler_loop._nightowl_original = original  # type: ignore[attr-defined]
-        dbos_internals.dynamic_scheduler_loop = dynamic_scheduler_loop  # type: ignore[attr-defined,assignment]
+    def _scheduler_loop(
+        self, original: dbos_internals.SchedulerLoop, stop_event: threading.Event, interval_s: float
+    ) -> None:
+        if self.dispatch:
+            original(stop_event, interval_s)
 
     @property
     def active(self) -> bool:

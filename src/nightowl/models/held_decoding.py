@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from nightowl.models.llama_internals import decode_with_all_logits
+
 PENALTY_WINDOW = 64  # the tokens a repetition penalty looks back over (llama.cpp's default)
 # A draft of three costs two single-token passes on 2 cores (one pass 77 ms; 2, 3, 4 and 9
 # tokens 116, 147, 150 and 311 ms, measured): short drafts after a three-token match pay, long
@@ -119,15 +121,12 @@ class Drafts:
 def _evaluate(llm: Any, batch: list[int], n_vocab: int) -> list[np.ndarray]:
     """Evaluate `batch` after the context's `llm.n_tokens` tokens (the KV cache past them is
     dropped first), in one pass; the logits after each of its tokens (valid until the next
-    pass). It keeps `llm`'s own record of its context (`input_ids`, `n_tokens`) as `eval` does,
-    with llama-cpp-python's own batch and context (`Llama.eval` asks logits for the last token
-    only; pinned < 0.4 in pyproject.toml)."""
+    pass). It keeps `llm`'s own record of its context (`input_ids`, `n_tokens`) as `eval` does
+    (`Llama.eval` asks logits for the last token only: models/llama_internals.py)."""
     import llama_cpp
 
     n_past = llm.n_tokens
-    llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
-    llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
-    llm._ctx.decode(llm._batch)
+    decode_with_all_logits(llm, batch)
     llm.input_ids[n_past : n_past + len(batch)] = batch
     llm.n_tokens = n_past + len(batch)
     return [

@@ -47,7 +47,7 @@ def capture(llm: Any) -> PrefixState:
     """The state of `llm`'s context as it is now (its evaluated tokens and KV cache)."""
     import llama_cpp
 
-    ctx = llm._ctx.ctx
+    ctx = llm.ctx
     size = llama_cpp.llama_state_get_size(ctx)
     buffer = (ctypes.c_uint8 * int(size))()
     written = llama_cpp.llama_state_get_data(ctx, buffer, size)
@@ -59,13 +59,15 @@ def restore(llm: Any, state: PrefixState) -> None:
     """Put `llm`'s context back to `state`; its next generation evaluates only what follows."""
     import llama_cpp
 
+    # Its logits will not be a live decode's: the next generation must evaluate
+    # (models/llama_internals.py). Until the record is set below, it holds nothing.
+    llm.reset()
     buffer = (ctypes.c_uint8 * len(state.data)).from_buffer_copy(state.data)
-    if llama_cpp.llama_state_set_data(llm._ctx.ctx, buffer, len(state.data)) != len(state.data):
+    if llama_cpp.llama_state_set_data(llm.ctx, buffer, len(state.data)) != len(state.data):
         raise RuntimeError("llama.cpp refused a saved prefix state")
     count = len(state.tokens)
     llm.input_ids[:count] = np.asarray(state.tokens, dtype=np.intc)
     llm.n_tokens = count
-    llm._requires_eval = True  # its logits are not a live decode's: sampling needs one
 
 
 class PrefixStates:

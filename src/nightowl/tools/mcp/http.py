@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
-from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 
 from nightowl.safety.vault import open_secrets
 from nightowl.store.connectors import ConnectorInfo
 from nightowl.store.database import Database
 from nightowl.tools.mcp.connections import ConnectorError
+from nightowl.tools.mcp.mcp_internals import TransportStreams
 from nightowl.tools.secret_scope import SecretScope
 
 # The OAuth of a connector (an httpx2.Auth), when it uses OAuth.

@@ -14,11 +14,11 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 
-from mcp.client._transport import TransportStreams
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from nightowl.computer.remote import RemoteSandbox
+from nightowl.tools.mcp.mcp_internals import TransportStreams
 from nightowl.tools.mcp.sandbox_stdio import MAX_LINE_BYTES, ServerOutput, json_rpc_streams
 
 OPEN_TIMEOUT_S = 120.0  # the host may wake the computer from its snapshot first

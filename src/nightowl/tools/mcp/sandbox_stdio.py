@@ -19,10 +19,10 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
 from nightowl.computer.sandbox import Sandbox
+from nightowl.tools.mcp.mcp_internals import TransportStreams
 
 log = logging.getLogger(__name__)
 MAX_LINE_BYTES = 16 * 1024 * 1024
