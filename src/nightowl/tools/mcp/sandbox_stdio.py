@@ -22,7 +22,7 @@ import mcp_types as types
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
-from nightowl.computer.sandbox import Sandbox
+from nightowl.computer.protocol import Computer
 
 log = logging.getLogger(__name__)
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -41,7 +41,7 @@ class ServerOutput:
 
 @contextlib.asynccontextmanager
 async def sandbox_stdio(
-    sandbox: Sandbox,
+    sandbox: Computer,
     argv: Sequence[str],
     env: dict[str, str] | None = None,
     stderr: ServerOutput | None = None,
