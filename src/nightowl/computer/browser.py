@@ -37,8 +37,8 @@ from nightowl.computer.browser_relay import (
     prepare_profile,
 )
 from nightowl.computer.computers import Computers
-from nightowl.computer.remote import RemoteSandbox
-from nightowl.computer.sandbox import Sandbox, SandboxError
+from nightowl.computer.protocol import Computer, Endpoint
+from nightowl.computer.sandbox import SandboxError
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -53,7 +53,7 @@ class BrowserSession:
     logins are shared), and a tab of its own for each agent of the user."""
 
     user_id: str
-    sandbox: Sandbox | RemoteSandbox
+    sandbox: Computer
     context: BrowserContext
     spare: Page | None  # the blank tab the browser opened with, for the first agent
     token: str  # the relay's for a browser in this process ("" for one on a computer host)
@@ -64,18 +64,17 @@ class BrowserSession:
     closed: bool = False
     used_at: float = field(default_factory=time.monotonic)
 
-    def usable(self, sandbox: Sandbox | RemoteSandbox) -> bool:
+    def usable(self, sandbox: Computer) -> bool:
         """Whether this browser still runs in the given (current) sandbox."""
         if self.closed:
             return False
-        if isinstance(sandbox, RemoteSandbox):  # one handle per turn; the host decides
+        if sandbox.host is not None:  # one handle per turn; the host decides
             return (
-                isinstance(self.sandbox, RemoteSandbox)
-                and self.sandbox.host == sandbox.host
+                self.sandbox.host == sandbox.host
                 and self.browser is not None
                 and self.browser.is_connected()
             )
-        return self.sandbox is sandbox and sandbox.alive()
+        return sandbox.is_same_computer(self.sandbox)
 
     async def ensure_tab(self, agent: str) -> None:
         """Make `agent` the current caller, with a tab of its own."""
@@ -144,7 +143,7 @@ class Browsers:
     async def use(
         self,
         user_id: str,
-        sandbox: Sandbox | RemoteSandbox,
+        sandbox: Computer,
         work: Callable[[BrowserSession], Awaitable[_T]],
         agent: str = "",
     ) -> _T:
@@ -166,9 +165,10 @@ class Browsers:
 
         return await self._on_own_loop(job())
 
-    async def _launch(self, user_id: str, sandbox: Sandbox | RemoteSandbox) -> BrowserSession:
-        if isinstance(sandbox, RemoteSandbox):
-            return await self._connect(user_id, sandbox)
+    async def _launch(self, user_id: str, sandbox: Computer) -> BrowserSession:
+        endpoint = sandbox.browser_endpoint()
+        if endpoint is not None:  # on a computer host
+            return await self._connect(user_id, sandbox, endpoint)
         playwright, relay, folder = await self._start()
         await prepare_profile(sandbox)
         placeholder = folder / "profiles" / user_id
@@ -193,10 +193,10 @@ class Browsers:
         log.info("browser started", extra={"user": user_id})
         return session
 
-    async def _connect(self, user_id: str, sandbox: RemoteSandbox) -> BrowserSession:
+    async def _connect(self, user_id: str, sandbox: Computer, endpoint: Endpoint) -> BrowserSession:
         """The user's browser on their computer's host, over CDP (the host starts it)."""
         playwright = await self._start_playwright()
-        address, headers = sandbox.browser_endpoint()
+        address, headers = endpoint
         try:
             browser = await playwright.chromium.connect_over_cdp(
                 address, headers=headers, timeout=self.launch_timeout_s * 1000
@@ -300,7 +300,7 @@ class Browsers:
 
 
 def _new_session(
-    user_id: str, sandbox: Sandbox | RemoteSandbox, context: BrowserContext, token: str
+    user_id: str, sandbox: Computer, context: BrowserContext, token: str
 ) -> BrowserSession:
     """A session over a started browser's (persistent) context, marked closed when it is."""
     context.set_default_timeout(15_000)

@@ -19,7 +19,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from nightowl.computer.sandbox import HOME_INSIDE, Sandbox, SandboxError
+from nightowl.computer.protocol import Computer
+from nightowl.computer.sandbox import HOME_INSIDE, SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class Relay:
         self.path = folder / "relay.sock"
         if len(str(self.path)) > MAX_SOCKET_PATH:
             raise BrowserError(f"the browser's socket path is too long: {self.path}")
-        self._pending: dict[str, Sandbox] = {}  # by token: launches not yet called in
+        self._pending: dict[str, Computer] = {}  # by token: launches not yet called in
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: dict[str, asyncio.Task[Any]] = {}  # by token: the Chromium it runs
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -81,7 +82,7 @@ class Relay:
         self._listener.setblocking(False)
         self._serving = asyncio.get_running_loop().create_task(self._serve())
 
-    def expect(self, sandbox: Sandbox) -> str:
+    def expect(self, sandbox: Computer) -> str:
         """A one-time token for the next launcher, which will run inside `sandbox`."""
         token = secrets.token_hex(32)
         self._pending[token] = sandbox
@@ -97,7 +98,7 @@ class Relay:
         if task is not None:
             task.cancel()
 
-    def _claim(self, token: object) -> tuple[str, Sandbox] | None:
+    def _claim(self, token: object) -> tuple[str, Computer] | None:
         for known in list(self._pending):
             if isinstance(token, str) and hmac.compare_digest(known, token):
                 return known, self._pending.pop(known)
@@ -146,7 +147,7 @@ class Relay:
             self._running.pop(claimed, None)
 
     async def _run(
-        self, sandbox: Sandbox, argv: list[str], fds: list[int], conn: socket.socket
+        self, sandbox: Computer, argv: list[str], fds: list[int], conn: socket.socket
     ) -> int:
         """Chromium inside, until it exits or its launcher goes (then it is killed)."""
         inside = [CHROMIUM, *(_inside_arg(arg) for arg in argv)]
@@ -174,7 +175,7 @@ class Relay:
         self._listener.close()
 
 
-async def prepare_profile(sandbox: Sandbox) -> None:
+async def prepare_profile(sandbox: Computer) -> None:
     """The profile folder in the home, made by the sandbox's own user; stale locks removed
     (a restored snapshot still names the Chromium of the sandbox it came from)."""
     script = f'mkdir -p "{PROFILE_INSIDE}" && rm -f "{PROFILE_INSIDE}"/Singleton*'

@@ -9,7 +9,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nightowl.computer.sandbox import Sandbox, SandboxError
+from nightowl.computer.protocol import Computer
+from nightowl.computer.sandbox import SandboxError
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class Captured:
 
 
 async def capture(
-    sandbox: Sandbox,
+    sandbox: Computer,
     argv: Sequence[str],
     *,
     env: dict[str, str] | None = None,
@@ -61,7 +62,7 @@ async def capture(
     return Captured(code, bytes(kept[:limit]).decode(errors="replace").strip())
 
 
-async def tail(sandbox: Sandbox, path: str) -> str:
+async def tail(sandbox: Computer, path: str) -> str:
     try:
         answer = await sandbox.call({"op": "read", "path": path})
     except SandboxError as error:

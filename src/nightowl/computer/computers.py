@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nightowl.computer.backends import choose_backend
 from nightowl.computer.blob_store import S3SnapshotStore
@@ -35,6 +36,9 @@ from nightowl.store.computers import (
     release_placement,
 )
 from nightowl.store.database import Database
+
+if TYPE_CHECKING:
+    from nightowl.computer.protocol import ComputerPool
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +130,11 @@ class Computers:
         if self._backend is None:
             self._backend = choose_backend(self.settings.backend)
         return self._backend
+
+    @property
+    def homes_here(self) -> bool:
+        """True: the homes are folders on this machine."""
+        return True
 
     def home(self, user_id: str) -> Path:
         """The user's home on the host (what the sandbox sees as /home/agent)."""
@@ -394,6 +403,10 @@ class Computers:
                     with contextlib.suppress(SandboxError, OSError):
                         computer.sandbox.stop()
                     computer.sandbox = None
+
+
+if TYPE_CHECKING:
+    _IS_A_POOL: type[ComputerPool] = Computers  # mypy checks that it meets the protocol
 
 
 def _set_aside(home: Path) -> Path | None:

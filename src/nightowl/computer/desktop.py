@@ -31,7 +31,8 @@ from typing import Any, TypeVar
 
 from nightowl.computer.capture import Captured, capture, tail
 from nightowl.computer.computers import Computers
-from nightowl.computer.sandbox import HOME_INSIDE, Sandbox, SandboxError
+from nightowl.computer.protocol import Computer
+from nightowl.computer.sandbox import HOME_INSIDE, SandboxError
 from nightowl.computer.vnc_relay import relay_argv
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class Display:
     user_id: str
     agent: str
     number: int
-    sandbox: Sandbox | None = None
+    sandbox: Computer | None = None
     xvfb_pid: int | None = None
     vnc_pid: int | None = None
     owner_control: bool = False
@@ -109,7 +110,7 @@ class Display:
         running = self.sandbox is not None and self.sandbox.alive()
         return DisplayState(self.agent, self.number, running, self.owner_control, self.viewers)
 
-    def running_in(self, sandbox: Sandbox) -> bool:
+    def running_in(self, sandbox: Computer) -> bool:
         """Whether the display was started in this sandbox, which still runs."""
         return self.sandbox is sandbox and self.xvfb_pid is not None and sandbox.alive()
 
@@ -142,7 +143,7 @@ class Desktops:
         mine = [d for (user, _), d in list(self._displays.items()) if user == user_id]
         return sorted(mine, key=lambda d: d.agent)
 
-    async def display(self, user_id: str, agent: str, sandbox: Sandbox) -> Display:
+    async def display(self, user_id: str, agent: str, sandbox: Computer) -> Display:
         """The agent's display, started (or restarted) in `sandbox`, which the caller holds."""
         with self._lock:
             display = self._displays.get((user_id, agent))
@@ -183,7 +184,7 @@ class Desktops:
 
         return await asyncio.to_thread(locked)
 
-    async def _start(self, display: Display, sandbox: Sandbox, failed: int | None = None) -> None:
+    async def _start(self, display: Display, sandbox: Computer, failed: int | None = None) -> None:
         """Start Xvfb (under the lock) unless it already runs in this sandbox; `failed`: the
         pid of an Xvfb that stopped answering (replaced unless someone did that already)."""
         if display.running_in(sandbox) and (failed is None or display.xvfb_pid != failed):
@@ -211,7 +212,7 @@ class Desktops:
         elapsed_ms = int((time.monotonic() - started) * 1000)
         log.info("display started", extra={"display": display.number, "ms": elapsed_ms})
 
-    async def _start_vnc(self, display: Display, sandbox: Sandbox) -> None:
+    async def _start_vnc(self, display: Display, sandbox: Computer) -> None:
         """Start x11vnc (under the lock) unless it runs; view-only unless the owner has control."""
         await self._start(display, sandbox)
         if display.vnc_pid is not None:
@@ -224,7 +225,7 @@ class Desktops:
             argv.append("-viewonly")
         display.vnc_pid = await sandbox.start_daemon(argv)
 
-    async def _kill(self, display: Display, sandbox: Sandbox) -> None:
+    async def _kill(self, display: Display, sandbox: Computer) -> None:
         """Stop the display's processes (under the lock) if they run in this sandbox."""
         if display.sandbox is sandbox:
             for pid in (display.vnc_pid, display.xvfb_pid):
@@ -248,7 +249,7 @@ class Desktops:
         self,
         user_id: str,
         agent: str,
-        sandbox: object,
+        sandbox: Computer,
         argv: Sequence[str],
         *,
         timeout_s: float = 30.0,
@@ -256,7 +257,7 @@ class Desktops:
     ) -> XRun:
         """Run an X program on the agent's display (started if needed) in `sandbox`, which
         the caller holds; input (`as_input`) first waits, bounded, for the owner's control."""
-        if not isinstance(sandbox, Sandbox):
+        if sandbox.host is not None:
             raise SandboxError("this computer is on a computer host: its host runs the desktop")
         display = await self.display(user_id, agent, sandbox)
         if as_input and not await self.wait_for_agent(display):
@@ -345,7 +346,7 @@ class Desktops:
             await self.computers.release(_control_holder(agent))
         return display.state()
 
-    async def _vnc_remote(self, display: Display, sandbox: Sandbox, command: str) -> None:
+    async def _vnc_remote(self, display: Display, sandbox: Computer, command: str) -> None:
         """Switch the running x11vnc by remote control (an X property it watches). For a few
         seconds after a viewer connects x11vnc is busy measuring it and misses requests, so
         the request is written again until x11vnc acknowledges it."""

@@ -1,8 +1,8 @@
 """A worker's view of a computer tier: the users' computers on other machines.
 
-`RemoteComputers` meets the interface the tools and the engine use (`acquire` a sandbox for a
-holder, `release`, `deep_sleep`, `destroy`, `take_notice`), and its `RemoteSandbox` the part of
-a sandbox the shell and file tools use (`run`, `call`, `start_daemon`). A computer is placed on
+`RemoteComputers` is a `ComputerPool` (protocol.py: `acquire` a computer for a holder,
+`release`, `deep_sleep`, `destroy`, `take_notice`), and its `RemoteSandbox` a `Computer` (`run`,
+`call`, `start_daemon`, ...), as `Computers` and `Sandbox` are in process. A computer is placed on
 one host at a time (the database says which, under the host's lease): a request goes there;
 when that host does not answer, the next `acquire` waits for its lease to lapse and another
 host wakes the computer from its last snapshot, with a notice for the agent. Two websockets
@@ -24,7 +24,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
@@ -34,6 +34,9 @@ from nightowl.safety.redaction import Redactor
 from nightowl.store.computers import placement_of
 from nightowl.store.database import Database
 from nightowl.store.tables import utcnow
+
+if TYPE_CHECKING:
+    from nightowl.computer.protocol import Computer, ComputerPool, Endpoint
 
 
 class HostUnreachable(SandboxError):
@@ -45,6 +48,11 @@ class RemoteSandbox:
 
     def __init__(self, tier: RemoteComputers, host: str, user_id: str, holder: str) -> None:
         self.tier, self.host, self.user_id, self.holder = tier, host, user_id, holder
+
+    def alive(self) -> bool:
+        """Whether the tier still holds this handle: not released, and its host not found
+        dead (the host itself knows whether the computer runs)."""
+        return self.tier.holds(self)
 
     async def post(self, route: str, body: dict[str, Any], timeout_s: float | None) -> Any:
         """One request about this computer to its host (`route` under its path)."""
@@ -100,12 +108,30 @@ class RemoteSandbox:
         body |= {"env": env or {}, "cwd": cwd}
         return int((await self.post("daemon", body, 60))["pid"])
 
-    def browser_endpoint(self) -> tuple[str, dict[str, str]]:
+    async def write_bytes(self, path: str, content: bytes) -> ExecResult:
+        """Write a file as the computer's user, from inside; no descriptor crosses to a host,
+        so the bytes go as base64 text (the supervisor writes text) and are decoded in place."""
+        encoded = f"{path}.base64-{secrets.token_hex(4)}"
+        await self.call(
+            {"op": "write", "path": encoded, "content": base64.b64encode(content).decode()}
+        )
+        script = 'base64 -d "$1" > "$2"; status=$?; rm -f "$1"; exit $status'
+        return await self.run(["/bin/sh", "-c", script, "sh", encoded, path], timeout_s=30)
+
+    def is_same_computer(self, other: Computer | None) -> bool:
+        """Whether `other` is a handle on the same user's computer on the same host (a
+        handle is per turn; the host knows whether the computer still runs)."""
+        return isinstance(other, RemoteSandbox) and (other.host, other.user_id) == (
+            self.host,
+            self.user_id,
+        )
+
+    def browser_endpoint(self) -> Endpoint:
         """The websocket address of the user's browser on the host (Chromium's DevTools
         protocol, for Playwright's connect_over_cdp) and the headers that open it."""
         return self._websocket("browser"), dict(self.tier.headers)
 
-    def stdio_endpoint(self) -> tuple[str, dict[str, str]]:
+    def stdio_endpoint(self) -> Endpoint:
         """The websocket address that runs a command in the computer with its stdio carried
         over (computer/stdio_host.py) and the headers that open it."""
         return self._websocket("stdio"), dict(self.tier.headers)
@@ -121,6 +147,10 @@ class RemoteSandbox:
         """Not served remotely: a descriptor cannot cross to another machine."""
         raise SandboxError("this needs the computer in the worker's own process")
         yield asyncio.StreamReader()  # pragma: no cover (makes this an async generator)
+
+
+if TYPE_CHECKING:
+    _IS_A_COMPUTER: type[Computer] = RemoteSandbox  # mypy checks that it meets the protocol
 
 
 def websocket_address(host: str, user_id: str, route: str) -> str:
@@ -240,6 +270,10 @@ class RemoteComputers:
         finally:
             await self.release(holder)
 
+    def holds(self, sandbox: RemoteSandbox) -> bool:
+        """Whether `sandbox` is the handle its holder holds now (released or forgotten: no)."""
+        return self._sandboxes.get((sandbox.holder, sandbox.user_id)) is sandbox
+
     def forget(self, sandbox: RemoteSandbox) -> None:
         """Drop a sandbox whose host stopped answering."""
         self._sandboxes.pop((sandbox.holder, sandbox.user_id), None)
@@ -281,6 +315,11 @@ class RemoteComputers:
         """Hosts put their idle computers to sleep themselves."""
         return 0
 
+    @property
+    def homes_here(self) -> bool:
+        """False: the homes are on the hosts; a file is read inside its computer."""
+        return False
+
     def home(self, user_id: str) -> Path:
         """Not on this machine: a path that never exists here."""
         return Path("/nonexistent/nightowl-computer-tier") / user_id
@@ -291,3 +330,7 @@ class RemoteComputers:
 
     def close(self) -> None:
         """Nothing held open across event loops needs closing (the clients go with them)."""
+
+
+if TYPE_CHECKING:
+    _IS_A_POOL: type[ComputerPool] = RemoteComputers  # mypy checks that it meets the protocol

@@ -21,6 +21,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from nightowl.computer.capture import Captured
 from nightowl.computer.desktop import CONTROL_WAIT_S, DisplayState, XRun
+from nightowl.computer.protocol import Computer
 from nightowl.computer.remote import RemoteComputers, RemoteSandbox, websocket_address
 from nightowl.computer.sandbox import SandboxError
 
@@ -48,7 +49,7 @@ class RemoteDesktops:
         self,
         user_id: str,
         agent: str,
-        sandbox: object,
+        sandbox: Computer,
         argv: Sequence[str],
         *,
         timeout_s: float = 30.0,

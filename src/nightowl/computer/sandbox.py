@@ -16,10 +16,13 @@ import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol
 
 from nightowl.computer.cgroups import Cgroup, Limits
 from nightowl.computer.errors import SandboxError as SandboxError
+
+if TYPE_CHECKING:
+    from nightowl.computer.protocol import Computer, Endpoint
 
 Network = Literal["none", "egress"]
 HOME_INSIDE = "/home/agent"
@@ -191,6 +194,39 @@ class Sandbox:
         finally:
             writer.close()
 
+    async def write_bytes(self, path: str, content: bytes) -> ExecResult:
+        """Write a file as the sandbox's user, from inside (root never writes into the home):
+        the bytes go in on a descriptor."""
+        source = data_fd(content)
+        sink = os.open(os.devnull, os.O_WRONLY)
+        try:
+            script = 'mkdir -p "$(dirname "$1")" && cat > "$1"'
+            return await self.run(
+                ["/bin/sh", "-c", script, "sh", path], fds=[source, sink, sink], timeout_s=30
+            )
+        finally:
+            os.close(source)
+            os.close(sink)
+
+    # ---------- where it runs ----------
+
+    @property
+    def host(self) -> str | None:
+        """None: it runs in this process."""
+        return None
+
+    def is_same_computer(self, other: Computer | None) -> bool:
+        """Whether `other` is this very sandbox, still running."""
+        return other is self and self.alive()
+
+    def browser_endpoint(self) -> Endpoint | None:
+        """None: the browser is launched here, through the launcher relay (browser.py)."""
+        return None
+
+    def stdio_endpoint(self) -> Endpoint | None:
+        """None: a command's stdio is passed in as descriptors (`attached`)."""
+        return None
+
     # ---------- lifecycle ----------
 
     def alive(self) -> bool:
@@ -221,6 +257,10 @@ class Sandbox:
                 process.wait(timeout=5)
         if self.cgroup is not None:
             self.cgroup.remove()
+
+
+if TYPE_CHECKING:
+    _IS_A_COMPUTER: type[Computer] = Sandbox  # mypy checks that it meets the protocol
 
 
 def passwd_entries(uid: int) -> tuple[bytes, bytes]:

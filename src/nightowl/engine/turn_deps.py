@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nightowl.computer.computers import Computers
-from nightowl.computer.remote import RemoteComputers
+from nightowl.computer.protocol import ComputerPool
 from nightowl.engine.compaction import CompactionSettings
 from nightowl.engine.gate import SafetyGate
 from nightowl.engine.preemption import RunningTurns
@@ -37,7 +36,7 @@ class TurnDeps:
     homes_dir: Path
     answer_wait_s: float = 7 * 24 * 3600.0
     max_attachment_bytes: int = 25 * 1024 * 1024
-    computers: Computers | RemoteComputers | None = None
+    computers: ComputerPool | None = None
     prices: PriceTable = field(default_factory=PriceTable)
     cache_lifetime_s: float = 300.0  # how long a provider keeps a prefix cached
     compaction: CompactionSettings = field(default_factory=CompactionSettings)

@@ -25,9 +25,8 @@ from typing import Any, TypeVar
 from nightowl.channels.base import ChannelError
 from nightowl.channels.email import EmailChannel
 from nightowl.channels.service import build_channel
-from nightowl.computer.computers import Computers
 from nightowl.computer.errors import SandboxError
-from nightowl.computer.remote import RemoteComputers
+from nightowl.computer.protocol import ComputerPool
 from nightowl.harness.watches import MAX_NEWS, Seen, Watch, folder_position
 from nightowl.safety.vault import open_secrets
 from nightowl.store.channels import get_channel
@@ -96,7 +95,7 @@ class WatchChecks:
         fetcher: PinnedFetcher,
         *,
         vault_key: bytes | None = None,
-        computers: Computers | RemoteComputers | None = None,
+        computers: ComputerPool | None = None,
         connections: Connections | None = None,
     ) -> None:
         self._database = database
@@ -139,8 +138,11 @@ class WatchChecks:
             state = computer_state(session, owner_id)
         if state == "asleep":  # its home is in a snapshot: nothing can have changed it
             return Seen(dormant=ASLEEP)
-        if isinstance(self._computers, RemoteComputers):
-            return self._loop.run(self._file_on_host(owner_id, relative), CHECK_TIMEOUT_S)
+        computers = self._computers
+        if computers is not None and not computers.homes_here:  # on a computer tier
+            return self._loop.run(
+                self._file_on_host(computers, owner_id, relative), CHECK_TIMEOUT_S
+            )
         return self._file_here(owner_id, relative)
 
     def _file_here(self, owner_id: str, relative: str) -> Seen:
@@ -158,21 +160,20 @@ class WatchChecks:
             raise WatchFailed(f"{relative} is larger than {MAX_FILE_BYTES:,} bytes")
         return Seen(text=data.decode("utf-8", "replace"))
 
-    async def _file_on_host(self, owner_id: str, relative: str) -> Seen:
+    async def _file_on_host(self, computers: ComputerPool, owner_id: str, relative: str) -> Seen:
         """The file read inside the owner's computer on its host, as the computer's user (a
         link leads only where the computer itself could read)."""
-        assert isinstance(self._computers, RemoteComputers)
         holder = f"watch-{secrets.token_hex(8)}"
         request = {"op": "read", "path": relative, "encoding": "base64", "limit": MAX_FILE_BYTES}
         try:
-            sandbox = await self._computers.acquire(owner_id, holder)
+            sandbox = await computers.acquire(owner_id, holder)
             answer = await sandbox.call(request, timeout_s=120)
         except SandboxError as error:
             if str(error).startswith("FileNotFoundError"):
                 return Seen(missing=True)
             raise WatchFailed(f"{relative} could not be read: {error}") from error
         finally:
-            await self._computers.release(holder)
+            await computers.release(holder)
         if answer.get("too_big"):
             raise WatchFailed(f"{relative} is larger than {MAX_FILE_BYTES:,} bytes")
         data = base64.b64decode(str(answer.get("base64", "")))

@@ -5,9 +5,7 @@ act on it by element reference (pixels as the last resort). What a page says is 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -20,8 +18,8 @@ from pydantic import BaseModel, Field
 
 from nightowl.computer.browser import Browsers, BrowserSession
 from nightowl.computer.browser_relay import BrowserError
-from nightowl.computer.remote import RemoteSandbox
-from nightowl.computer.sandbox import HOME_INSIDE, Sandbox, SandboxError, data_fd
+from nightowl.computer.protocol import Computer
+from nightowl.computer.sandbox import HOME_INSIDE, SandboxError
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
 
 MAX_CHARS = 12_000
@@ -138,34 +136,9 @@ async def _read_snapshot(session: BrowserSession, offset: int = 0) -> ToolResult
     )
 
 
-async def write_inside(sandbox: Sandbox | RemoteSandbox, path: str, content: bytes) -> None:
-    """Write a file as the sandbox's user, from inside (root never writes into the home)."""
-    if isinstance(sandbox, RemoteSandbox):
-        await _write_inside_remote(sandbox, path, content)
-        return
-    source = data_fd(content)
-    sink = os.open(os.devnull, os.O_WRONLY)
-    try:
-        script = 'mkdir -p "$(dirname "$1")" && cat > "$1"'
-        result = await sandbox.run(
-            ["/bin/sh", "-c", script, "sh", path], fds=[source, sink, sink], timeout_s=30
-        )
-    finally:
-        os.close(source)
-        os.close(sink)
-    if result.exit_code != 0:
-        raise BrowserError(f"could not save {path} in the computer (exit {result.exit_code})")
-
-
-async def _write_inside_remote(sandbox: RemoteSandbox, path: str, content: bytes) -> None:
-    """`write_inside` on a computer host, where no descriptor crosses: the bytes go as base64
-    text (the supervisor writes text) and are decoded in place."""
-    encoded = f"{path}.base64-{secrets.token_hex(4)}"
-    await sandbox.call(
-        {"op": "write", "path": encoded, "content": base64.b64encode(content).decode()}
-    )
-    script = 'base64 -d "$1" > "$2"; status=$?; rm -f "$1"; exit $status'
-    result = await sandbox.run(["/bin/sh", "-c", script, "sh", encoded, path], timeout_s=30)
+async def write_inside(sandbox: Computer, path: str, content: bytes) -> None:
+    """Write a file as the computer's user, from inside (root never writes into the home)."""
+    result = await sandbox.write_bytes(path, content)
     if result.exit_code != 0:
         raise BrowserError(f"could not save {path} in the computer (exit {result.exit_code})")
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from nightowl.computer.remote import RemoteComputers, RemoteSandbox
+from nightowl.computer.protocol import Computer
 from nightowl.computer.sandbox import HOME_INSIDE, SandboxError
 from nightowl.store.blobs import put_bytes
 from nightowl.store.outbox import deliver_to_user
@@ -159,7 +159,7 @@ def attach_files(paths: list[str], ctx: ToolContext) -> list[dict[str, Any]] | s
 
 
 async def attach_remote_files(
-    paths: list[str], ctx: ToolContext, sandbox: RemoteSandbox
+    paths: list[str], ctx: ToolContext, sandbox: Computer
 ) -> list[dict[str, Any]] | str:
     """`attach_files` for a computer on a computer host: each file is read inside the
     computer (the sandbox's own view, where a link reaches only what the agent can read
@@ -188,12 +188,11 @@ async def attach_remote_files(
 
 async def _files(args: SendToUserArgs, ctx: ToolContext) -> list[dict[str, Any]] | str:
     """The message's files, from the home wherever the computer runs."""
-    if args.files and isinstance(ctx.computers, RemoteComputers):
+    if args.files and ctx.computers is not None and not ctx.computers.homes_here:
         try:
             sandbox = await ctx.sandbox()
         except SandboxError as error:
             return f"your computer cannot be reached to read the files ({error})"
-        assert isinstance(sandbox, RemoteSandbox)
         return await attach_remote_files(args.files, ctx, sandbox)
     return await asyncio.to_thread(attach_files, args.files, ctx)
 

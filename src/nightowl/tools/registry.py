@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 
-from nightowl.computer.sandbox import Sandbox, SandboxError
+from nightowl.computer.sandbox import SandboxError
 from nightowl.messages import ToolSpec
 from nightowl.store.database import Database
 
 if TYPE_CHECKING:
-    from nightowl.computer.computers import Computers
-    from nightowl.computer.remote import RemoteComputers, RemoteSandbox
+    from nightowl.computer.protocol import Computer, ComputerPool
     from nightowl.safety.redaction import RedactionSpec
 
 Effect = Literal["read", "write", "send", "spend"]
@@ -42,7 +41,7 @@ class ToolContext:
     home: Path
     max_attachment_bytes: int = 25 * 1024 * 1024
     # The owner's sandboxes; None where this server runs without a computer.
-    computers: Computers | RemoteComputers | None = None
+    computers: ComputerPool | None = None
     # Finds the owner's secrets in what a tool keeps itself (the shell's full output file);
     # None when the owner has none.
     redaction: RedactionSpec | None = None
@@ -55,7 +54,7 @@ class ToolContext:
     # None when it did not run there (a tool run outside the step reads for itself).
     read_before: Any = None
 
-    async def sandbox(self) -> Sandbox | RemoteSandbox:
+    async def sandbox(self) -> Computer:
         """The computer's sandbox, awake and held for this turn (SandboxError when
         unavailable)."""
         if self.computers is None:

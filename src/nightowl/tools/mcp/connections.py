@@ -22,8 +22,8 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
-from nightowl.computer.remote import RemoteSandbox
-from nightowl.computer.sandbox import HOME_INSIDE, Sandbox
+from nightowl.computer.protocol import Computer
+from nightowl.computer.sandbox import HOME_INSIDE
 from nightowl.store.connectors import ConnectorInfo
 from nightowl.tools.mcp.listing import resource_text
 from nightowl.tools.mcp.packages import PackageCheckFailed, probe_package
@@ -31,8 +31,6 @@ from nightowl.tools.mcp.remote_stdio import remote_stdio
 from nightowl.tools.mcp.sandbox_stdio import ServerOutput, sandbox_stdio
 
 log = logging.getLogger(__name__)
-# Where a stdio server runs: a sandbox in this process, or one on a computer host.
-ServerComputer = Sandbox | RemoteSandbox
 _T = TypeVar("_T")
 CONNECT_TIMEOUT_S = 60.0
 CALL_TIMEOUT_S = 300.0
@@ -76,7 +74,7 @@ class Live:
     """One open session and what it was opened with."""
 
     connector: ConnectorInfo
-    sandbox: ServerComputer | None
+    sandbox: Computer | None
     client: Client | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     ended: asyncio.Event = field(default_factory=asyncio.Event)
@@ -86,22 +84,11 @@ class Live:
     scope: CallScope | None = None
     tools_changed: bool = False
 
-    def usable(self, connector: ConnectorInfo, sandbox: ServerComputer | None) -> bool:
+    def usable(self, connector: ConnectorInfo, sandbox: Computer | None) -> bool:
         """Whether this session still serves the connector as configured, in this sandbox."""
         same = _reach(self.connector) == _reach(connector)
-        alive = self.sandbox is None or _same_computer(self.sandbox, sandbox)
+        alive = self.sandbox is None or self.sandbox.is_same_computer(sandbox)
         return same and alive and not self.ended.is_set() and self.client is not None
-
-
-def _same_computer(held: ServerComputer, sandbox: ServerComputer | None) -> bool:
-    """Whether a session's server still runs in the computer a call holds now: the very
-    sandbox in this process; on a computer tier (a handle per turn), one on the same host."""
-    if isinstance(held, RemoteSandbox):
-        return isinstance(sandbox, RemoteSandbox) and (held.host, held.user_id) == (
-            sandbox.host,
-            sandbox.user_id,
-        )
-    return held is sandbox and held.alive()
 
 
 def _reach(connector: ConnectorInfo) -> tuple[Any, ...]:
@@ -140,7 +127,7 @@ class Connections:
         self._tasks: set[asyncio.Task[None]] = set()  # relistings after a notification
 
     async def list_tools(
-        self, connector: ConnectorInfo, sandbox: ServerComputer | None, scope: CallScope
+        self, connector: ConnectorInfo, sandbox: Computer | None, scope: CallScope
     ) -> list[types.Tool]:
         """Every tool the server offers now (a session is opened if none is)."""
 
@@ -149,7 +136,7 @@ class Connections:
     async def call_tool(
         self,
         connector: ConnectorInfo,
-        sandbox: ServerComputer | None,
+        sandbox: Computer | None,
         scope: CallScope,
         name: str,
         arguments: dict[str, Any],
@@ -174,7 +161,7 @@ class Connections:
         return await self._with_session(connector, sandbox, scope, work)
 
     async def read_resource(
-        self, connector: ConnectorInfo, sandbox: ServerComputer | None, scope: CallScope, uri: str
+        self, connector: ConnectorInfo, sandbox: Computer | None, scope: CallScope, uri: str
     ) -> str:
         """A resource of the server as text (its text parts; a binary part is named by its
         type and size, and its digest, so a change to it still shows)."""
@@ -190,7 +177,7 @@ class Connections:
     async def _with_session(
         self,
         connector: ConnectorInfo,
-        sandbox: ServerComputer | None,
+        sandbox: Computer | None,
         scope: CallScope,
         work: Callable[[Live], Awaitable[_T]],
     ) -> _T:
@@ -216,7 +203,7 @@ class Connections:
 
         return await self._on_own_loop(job())
 
-    async def _session(self, connector: ConnectorInfo, sandbox: ServerComputer | None) -> Live:
+    async def _session(self, connector: ConnectorInfo, sandbox: Computer | None) -> Live:
         key = (connector.owner_id, connector.name)
         async with self._locks.setdefault(key, asyncio.Lock()):
             live = self._live.get(key)
@@ -296,8 +283,9 @@ class Connections:
                 "HOME": HOME_INSIDE,
                 "PYTHONPYCACHEPREFIX": f"/tmp/nightowl-pycache-{secrets.token_hex(8)}",
             }
-            if isinstance(live.sandbox, RemoteSandbox):  # on a computer host
-                return remote_stdio(live.sandbox, connector.command, env, live.output)
+            endpoint = live.sandbox.stdio_endpoint()
+            if endpoint is not None:  # on a computer host
+                return remote_stdio(endpoint, connector.command, env, live.output)
             return sandbox_stdio(live.sandbox, connector.command, env, live.output)
         if self.open_http is None:
             raise ConnectorError("this server cannot reach connectors by URL")
@@ -346,7 +334,7 @@ class Connections:
     def _explained(self, connector: ConnectorInfo) -> ConnectorError | None:
         return self.explain(connector) if self.explain is not None else None
 
-    def sandbox_of(self, owner_id: str, name: str) -> ServerComputer | None:
+    def sandbox_of(self, owner_id: str, name: str) -> Computer | None:
         """The sandbox the connector's open session runs in, if any."""
         live = self._live.get((owner_id, name))
         return live.sandbox if live is not None else None

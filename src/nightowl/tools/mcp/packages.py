@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nightowl.computer.remote import RemoteSandbox
-from nightowl.computer.sandbox import HOME_INSIDE, Sandbox, SandboxError
+from nightowl.computer.protocol import Computer
+from nightowl.computer.sandbox import HOME_INSIDE, SandboxError
 from nightowl.store.connectors import ConnectorInfo
 
 PROBE_SOURCE = (Path(__file__).parent / "package_probe.py").read_text()
@@ -24,9 +24,7 @@ class PackageCheckFailed(Exception):
     """The probe could not say what the command runs (the server must not start)."""
 
 
-async def probe_package(
-    sandbox: Sandbox | RemoteSandbox, connector: ConnectorInfo
-) -> dict[str, Any]:
+async def probe_package(sandbox: Computer, connector: ConnectorInfo) -> dict[str, Any]:
     """What the connector's command runs, as the probe found it (see package_probe.py)."""
     output = f".nightowl/pins/{connector.name}.json"
     argv = [SYSTEM_PYTHON, "-I", "-S", "-c", PROBE_SOURCE, *connector.command]

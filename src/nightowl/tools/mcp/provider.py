@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.orm import Session
 
+from nightowl.computer.protocol import Computer
 from nightowl.computer.sandbox import SandboxError
 from nightowl.harness.tool_pins import ToolChange, changes_key, package_change, unapproved
 from nightowl.store.connectors import (
@@ -37,7 +38,6 @@ from nightowl.tools.mcp.connections import (
     CallScope,
     Connections,
     ConnectorError,
-    ServerComputer,
 )
 from nightowl.tools.mcp.listing import (
     effect_of,
@@ -258,7 +258,7 @@ class ConnectorProvider:
             meta = {}
         return ToolResult(result_text(result), is_error=result.is_error, meta=meta)
 
-    async def _sandbox(self, connector: ConnectorInfo, ctx: ToolContext) -> ServerComputer | None:
+    async def _sandbox(self, connector: ConnectorInfo, ctx: ToolContext) -> Computer | None:
         if connector.transport != "stdio":
             return None
         try:
@@ -267,7 +267,7 @@ class ConnectorProvider:
             raise ConnectorError(f"no computer is available to run it ({error})") from error
 
     async def list_now(
-        self, connector: ConnectorInfo, sandbox: ServerComputer | None, scope: CallScope
+        self, connector: ConnectorInfo, sandbox: Computer | None, scope: CallScope
     ) -> ConnectorInfo:
         """Connect (if needed), list the server's tools and store them; the connector as
         stored now (ConnectorError when it fails, recorded too)."""

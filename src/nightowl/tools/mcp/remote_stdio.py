@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from nightowl.computer.remote import RemoteSandbox
+from nightowl.computer.protocol import Endpoint
 from nightowl.tools.mcp.mcp_internals import TransportStreams
 from nightowl.tools.mcp.sandbox_stdio import MAX_LINE_BYTES, ServerOutput, json_rpc_streams
 
@@ -30,13 +30,14 @@ class RemoteStdioError(RuntimeError):
 
 @contextlib.asynccontextmanager
 async def remote_stdio(
-    sandbox: RemoteSandbox,
+    endpoint: Endpoint,
     argv: Sequence[str],
     env: dict[str, str] | None = None,
     stderr: ServerOutput | None = None,
 ) -> AsyncIterator[TransportStreams]:
-    """Run `argv` in the computer on its host and speak MCP over its stdin and stdout."""
-    address, headers = sandbox.stdio_endpoint()
+    """Run `argv` in the computer on its host (at its `stdio_endpoint`) and speak MCP over
+    its stdin and stdout."""
+    address, headers = endpoint
     output = stderr or ServerOutput()
     try:
         websocket = await connect(

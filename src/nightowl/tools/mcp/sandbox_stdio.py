@@ -21,7 +21,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from nightowl.computer.sandbox import Sandbox
+from nightowl.computer.protocol import Computer
 from nightowl.tools.mcp.mcp_internals import TransportStreams
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class ServerOutput:
 
 @contextlib.asynccontextmanager
 async def sandbox_stdio(
-    sandbox: Sandbox,
+    sandbox: Computer,
     argv: Sequence[str],
     env: dict[str, str] | None = None,
     stderr: ServerOutput | None = None,

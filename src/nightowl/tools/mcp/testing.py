@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.computer.computers import Computers
+from nightowl.computer.protocol import ComputerPool
 from nightowl.computer.sandbox import SandboxError
 from nightowl.store.connectors import ConnectorInfo
 from nightowl.tools.mcp.connections import CallScope, ConnectorError
@@ -45,7 +45,7 @@ def advice_for(connector: ConnectorInfo, status: str) -> str:
 
 
 async def test_connector(
-    provider: ConnectorProvider, computers: Computers | None, connector: ConnectorInfo
+    provider: ConnectorProvider, computers: ComputerPool | None, connector: ConnectorInfo
 ) -> TestReport:
     """Connect (a stdio server inside the owner's computer), list the tools, report."""
     holder = f"connector-test:{connector.owner_id}:{connector.name}"
