@@ -6,6 +6,7 @@ import argparse
 import os
 
 from nightowl.cli.client import Commands, load_settings, open_store
+from nightowl.config import Settings
 
 # How long an idle HTTP connection stays open (seconds): above common proxies' and clients'
 # idle limits (nginx 60 s), so the server is not the one closing a connection being reused.
@@ -41,6 +42,28 @@ def _port_is_free(host: str, port: int) -> None:
             ) from None
 
 
+def _banner(settings: Settings, new_token: str | None) -> str:
+    """What `serve` prints before it starts: where, and on first start the sign-in link on a
+    line of its own (the one thing a new user must find among the log lines)."""
+    url = f"http://{settings.host}:{settings.port}"
+    head = (
+        f"\n  nightowl is starting at {url}\n"
+        f"  data: {settings.data_dir}   model: {settings.model}\n"
+    )
+    if new_token is None:
+        # The token is printed once, when it is made: after that, output that lands in a log
+        # holds no credential.
+        return head + "  `nightowl token` shows the owner's sign-in link\n"
+    return (
+        f"{head}\n"
+        "  Open this link to sign in:\n\n"
+        f"    {url}/#token={new_token}\n\n"
+        f"  owner token: {new_token}\n"
+        f"  (kept in {settings.owner_token_file}; shown only now, `nightowl token` shows it "
+        "again)\n"
+    )
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """Migrate the store, make the owner's token on first start, and serve until stopped."""
     import uvicorn
@@ -53,26 +76,11 @@ def run_serve(args: argparse.Namespace) -> int:
         os.environ["NIGHTOWL_ROLE"] = args.role  # the flag wins over the environment
     settings = load_settings()
     _port_is_free(settings.host, settings.port)
-    human = {"auto": None, "text": True, "json": False}[settings.log_format]
-    configure_logging(settings.log_level, human)
+    configure_logging(settings.log_level, settings.log_format)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with open_store(settings) as database:
         token, new = ensure_owner_token(database, settings.owner_token_file)
-    url = f"http://{settings.host}:{settings.port}"
-    # The token is printed once, when it is made: after that, output that lands in a log
-    # holds no credential (`nightowl token` shows it again).
-    sign_in = (
-        f"  open {url}/#token={token}\n"
-        f"  owner token: {token}  (kept in {settings.owner_token_file}; shown only now,\n"
-        "  `nightowl token` shows it again)\n"
-        if new
-        else "  `nightowl token` shows the owner's sign-in link\n"
-    )
-    print(
-        f"\n  nightowl is starting at {url}\n{sign_in}"
-        f"  data: {settings.data_dir}   model: {settings.model}\n",
-        flush=True,
-    )
+    print(_banner(settings, token if new else None), flush=True)
     uvicorn.run(
         build_app(settings),
         host=settings.host,
@@ -103,8 +111,7 @@ def run_computer_host(_args: argparse.Namespace) -> int:
             "same on every worker)"
         )
     _port_is_free(settings.host, settings.port)
-    human = {"auto": None, "text": True, "json": False}[settings.log_format]
-    configure_logging(settings.log_level, human)
+    configure_logging(settings.log_level, settings.log_format)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with open_store(settings) as database:
         computers = Computers(computer_settings(settings), database, snapshot_store(settings))
