@@ -32,13 +32,15 @@ def add_commands(commands: Commands) -> None:
     edit.add_argument("id")
     edit.add_argument("--checker", help="the checker as JSON (replaces the old one)")
     edit.add_argument("--status", choices=("draft", "kept", "dropped"))
-    run = sub.add_parser("run", help="replay cases on a model and score them")
-    run.add_argument("--model", help="the model (NIGHTOWL_MODEL's syntax); default: the server's")
-    run.add_argument("--judge", help="a model that judges rubrics (none: rubrics not judged)")
-    run.add_argument("--case", action="append", help="only this case (repeatable)")
-    run.add_argument("--shipped", action="store_true", help="only the shipped starter set")
-    run.add_argument("--limit", type=int, help="only the first N cases")
-    run.add_argument("--json", action="store_true")
+    replay = sub.add_parser("run", help="replay cases on a model and score them")
+    replay.add_argument(
+        "--model", help="the model (NIGHTOWL_MODEL's syntax); default: the server's"
+    )
+    replay.add_argument("--judge", help="a model that judges rubrics (none: rubrics not judged)")
+    replay.add_argument("--case", action="append", help="only this case (repeatable)")
+    replay.add_argument("--shipped", action="store_true", help="only the shipped starter set")
+    replay.add_argument("--limit", type=int, help="only the first N cases")
+    replay.add_argument("--json", action="store_true")
 
     evals.set_defaults(run=run)
 
