@@ -27,7 +27,6 @@ LAYERS: list[set[str]] = [
     {"services"},  # the parts of a server, built in named stages
     {"app"},  # the composition root: the API around the services
     {"backup"},  # backup and restore (builds the app's parts)
-    {"helpers_cli", "inbox_cli"},  # command groups of the command line
     {"cli"},  # the command line
 ]
 

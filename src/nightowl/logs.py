@@ -1,4 +1,5 @@
-"""Structured JSON logs that carry conversation and turn ids."""
+"""Console logs that carry conversation and turn ids: readable lines for a person at a
+terminal, JSON lines for log collectors."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ class JsonFormatter(logging.Formatter):
             line = scrub(line)
         return line
 
-    def _format(self, record: logging.LogRecord) -> str:
+    def _entry(self, record: logging.LogRecord) -> dict[str, Any]:
+        """The line's fields: time, level, logger, message, ids, extras, exception."""
         entry: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
@@ -64,31 +66,42 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        return entry
+
+    def _format(self, record: logging.LogRecord) -> str:
+        return json.dumps(self._entry(record), default=str)
 
 
 class ConsoleFormatter(JsonFormatter):
-    """One readable line per record for a person at a terminal: time, level, message, then
-    the ids and extra fields as key=value (scrubbed of secrets like the JSON lines)."""
+    """One readable line per record for a person at a terminal: the local time, the level
+    unless it is INFO, the message, then the ids and extra fields as key=value (scrubbed of
+    secrets like the JSON lines)."""
 
     def _format(self, record: logging.LogRecord) -> str:
-        entry = json.loads(super()._format(record))
+        entry = self._entry(record)
         stamp = datetime.fromtimestamp(record.created).strftime("%H:%M:%S")
-        level, message = entry.pop("level"), entry.pop("message")
-        for key in ("time", "logger", "exception"):
-            entry.pop(key, None)
+        message, exception = entry.pop("message"), entry.pop("exception", None)
+        for key in ("time", "level", "logger"):
+            del entry[key]
         fields = " ".join(f"{key}={value}" for key, value in entry.items())
-        line = f"{stamp} {level:<7} {message}" + (f"  ({fields})" if fields else "")
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
+        level = "" if record.levelno == logging.INFO else f"{record.levelname} "
+        line = f"{stamp} {level}{message}" + (f"  ({fields})" if fields else "")
+        return f"{line}\n{exception}" if exception else line
 
 
-def configure_logging(level: str, human: bool | None = None) -> None:
-    """Send every logger (ours, uvicorn's, DBOS's) to stderr: readable lines when stderr is a
-    terminal (or `human`), JSON lines otherwise (for log collectors)."""
+# Loggers whose INFO lines say nothing a person running nightowl needs: Alembic narrates every
+# migration step and plugin it loads (store/migrate.py logs one line when it migrated), httpx
+# and httpcore log every request's URL, which may carry a token a tool was given, and uvicorn
+# logs every request.
+_QUIET = ("alembic", "httpx", "httpcore", "uvicorn.access")
+
+
+def configure_logging(level: str, log_format: str = "auto") -> None:
+    """Send every logger (ours, uvicorn's, DBOS's) to stderr: readable lines (`text`, or
+    `auto` when stderr is a terminal) or JSON lines (`json`, or `auto` otherwise: for log
+    collectors and the tests, which read the server's lines)."""
     handler = logging.StreamHandler(sys.stderr)
-    readable = sys.stderr.isatty() if human is None else human
+    readable = sys.stderr.isatty() if log_format == "auto" else log_format == "text"
     handler.setFormatter(ConsoleFormatter() if readable else JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -97,10 +110,10 @@ def configure_logging(level: str, human: bool | None = None) -> None:
         named = logging.getLogger(name)
         named.handlers[:] = []
         named.propagate = True
-    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
-    # They log every request's URL, which may carry a token a tool was given.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.getLogger("httpcore").setLevel(logging.WARNING)
+    # A logger's own level, not a filter: a quiet logger's INFO call returns before a record
+    # is built.
+    for name in _QUIET:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def redact_in_logs(key: str, scrub: Callable[[str], str]) -> None:

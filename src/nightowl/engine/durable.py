@@ -107,8 +107,15 @@ class DurableEngine:
         # process has no queue thread of its own to nudge.
         self.wake_workers: Callable[[], None] = wake_workers or (lambda: None)
         self._helpers: HelperStopper | None = None
-        DBOS.destroy(destroy_registry=True)  # a clean registry for this process's workflows
         dbos_log = logging.getLogger("dbos")
+        # A clean registry for this process's workflows. DBOS says "successfully shut down"
+        # even when nothing ran yet: not a line for a starting server's console.
+        level = dbos_log.level
+        dbos_log.setLevel(logging.WARNING)
+        try:
+            DBOS.destroy(destroy_registry=True)
+        finally:
+            dbos_log.setLevel(level)
         if settings.otlp_endpoint and not any(
             isinstance(f, _NoLogExportNotice) for f in dbos_log.filters
         ):

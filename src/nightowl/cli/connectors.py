@@ -5,14 +5,12 @@ runs)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
-# The CLI's one request to the running server: (name, url, method, path, body) -> response.
-CallServer = Callable[..., Any]
+from nightowl.cli.client import Commands, call_server
 
 
-def add_connector_commands(commands: Any, run: Callable[[argparse.Namespace], int]) -> None:
+def add_commands(commands: Commands) -> None:
     """The `connectors` command and its subcommands."""
     connectors = commands.add_parser("connectors", help="MCP servers as tools (the server)")
     connectors.add_argument("--url", dest="server_url", help="the server (default: local)")
@@ -64,12 +62,12 @@ def add_connector_commands(commands: Any, run: Callable[[argparse.Namespace], in
     connectors.set_defaults(run=run)
 
 
-def run_connectors(args: argparse.Namespace, call: CallServer) -> int:
+def run(args: argparse.Namespace) -> int:
     """Carry out one `connectors` subcommand; 0 when it worked, 2 when it did not."""
     command = args.connectors_command
 
     def request(method: str, path: str, body: Any = None) -> Any:
-        return call("connectors", args.server_url, method, path, body)
+        return call_server("connectors", args.server_url, method, path, body)
 
     if command == "add":
         if bool(args.url) == bool(args.command):

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
-CallServer = Callable[..., Any]
+from nightowl.cli.client import Commands, call_server
 
 
-def add_helper_commands(commands: Any, call_server: CallServer) -> None:
+def add_commands(commands: Commands) -> None:
     """Add `nightowl helpers [--conversation ID] [stop ID]`."""
     helpers = commands.add_parser("helpers", help="background helpers (talks to the server)")
     helpers.add_argument("--url", help="server URL (default: from settings)")
@@ -17,10 +16,10 @@ def add_helper_commands(commands: Any, call_server: CallServer) -> None:
     sub = helpers.add_subparsers(dest="helpers_command")
     stop = sub.add_parser("stop", help="stop a working helper (needs --conversation)")
     stop.add_argument("id")
-    helpers.set_defaults(run=lambda args: run_helpers(args, call_server))
+    helpers.set_defaults(run=run)
 
 
-def run_helpers(args: argparse.Namespace, call_server: CallServer) -> int:
+def run(args: argparse.Namespace) -> int:
     """List helpers, or stop one; 2 when the server refused or cannot be reached."""
     if args.helpers_command == "stop":
         if not args.conversation:

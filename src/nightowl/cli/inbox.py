@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from nightowl.cli.client import Commands, call_server
 from nightowl.store.inbox import KINDS
 
-CallServer = Callable[..., Any]
 
-
-def add_inbox_commands(commands: Any, call_server: CallServer) -> None:
+def add_commands(commands: Commands) -> None:
     """Add `nightowl inbox [--conversation ID] [--kind K] [answer ID CHOICE | read ID]`."""
     inbox = commands.add_parser("inbox", help="what waits on you (talks to the server)")
     inbox.add_argument("--url", help="server URL (default: from settings)")
@@ -27,10 +25,10 @@ def add_inbox_commands(commands: Any, call_server: CallServer) -> None:
     answer.add_argument("choice")
     read = sub.add_parser("read", help="mark a notice (report, failed turn) as read")
     read.add_argument("id")
-    inbox.set_defaults(run=lambda args: run_inbox(args, call_server))
+    inbox.set_defaults(run=run)
 
 
-def run_inbox(args: argparse.Namespace, call_server: CallServer) -> int:
+def run(args: argparse.Namespace) -> int:
     """List the inbox, answer an item or mark one read; 2 when the server refused."""
     query: dict[str, Any] = {}
     if args.conversation:

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import Any
 
-# The CLI's one request to the running server: (name, url, method, path, body) -> response.
-CallServer = Callable[..., Any]
+from nightowl.cli.client import Commands, call_server
 
 
-def add_channel_commands(commands: Any, call: CallServer) -> None:
+def add_commands(commands: Commands) -> None:
     """The `channels` command and its subcommands."""
     channels = commands.add_parser(
         "channels", help="e-mail, Matrix, Slack and Telegram channels (the server)"
@@ -40,7 +38,7 @@ def add_channel_commands(commands: Any, call: CallServer) -> None:
     bind.add_argument("conversation")
     bind.add_argument("name")
     bind.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    channels.set_defaults(run=lambda args: run_channels(args, call))
+    channels.set_defaults(run=run)
 
 
 def _settings(pairs: list[str]) -> dict[str, Any]:
@@ -55,12 +53,12 @@ def _settings(pairs: list[str]) -> dict[str, Any]:
     return found
 
 
-def run_channels(args: argparse.Namespace, call: CallServer) -> int:
+def run(args: argparse.Namespace) -> int:
     """Carry out one `channels` subcommand; 0 when it worked, 2 when it did not."""
     command = args.channels_command
 
     def request(method: str, path: str, body: Any = None) -> Any:
-        return call("channels", args.server_url, method, path, body)
+        return call_server("channels", args.server_url, method, path, body)
 
     if command == "add":
         body = {"name": args.name, "kind": args.kind, "settings": _settings(args.set)}

@@ -6,21 +6,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from collections.abc import Callable
-from typing import Any
 
+from nightowl.cli.client import Commands, load_settings, open_store, print_error
 from nightowl.config import Settings
 from nightowl.evals.cases import SHIPPED_PREFIX, CaseError, Checker, EvalCase, load_shipped
 from nightowl.evals.starter import STARTER_DIR
 from nightowl.store.database import Database
 from nightowl.store.errors import StoreError
 
-StoreOpener = Callable[[Settings], Any]  # cli._store: the migrated store, as a context manager
 
-
-def add_evals_commands(commands: Any, settings: Callable[[], Settings], store: StoreOpener) -> None:
-    """Register `nightowl evals …` on the CLI's subcommands."""
+def add_commands(commands: Commands) -> None:
+    """Add `evals` and its subcommands."""
     evals = commands.add_parser("evals", help="eval cases made from failures; replay them")
     sub = evals.add_subparsers(dest="evals_command", required=True)
     listing = sub.add_parser("list", help="your cases and the shipped starter set")
@@ -35,24 +32,27 @@ def add_evals_commands(commands: Any, settings: Callable[[], Settings], store: S
     edit.add_argument("id")
     edit.add_argument("--checker", help="the checker as JSON (replaces the old one)")
     edit.add_argument("--status", choices=("draft", "kept", "dropped"))
-    run = sub.add_parser("run", help="replay cases on a model and score them")
-    run.add_argument("--model", help="the model (NIGHTOWL_MODEL's syntax); default: the server's")
-    run.add_argument("--judge", help="a model that judges rubrics (none: rubrics not judged)")
-    run.add_argument("--case", action="append", help="only this case (repeatable)")
-    run.add_argument("--shipped", action="store_true", help="only the shipped starter set")
-    run.add_argument("--limit", type=int, help="only the first N cases")
-    run.add_argument("--json", action="store_true")
+    replay = sub.add_parser("run", help="replay cases on a model and score them")
+    replay.add_argument(
+        "--model", help="the model (NIGHTOWL_MODEL's syntax); default: the server's"
+    )
+    replay.add_argument("--judge", help="a model that judges rubrics (none: rubrics not judged)")
+    replay.add_argument("--case", action="append", help="only this case (repeatable)")
+    replay.add_argument("--shipped", action="store_true", help="only the shipped starter set")
+    replay.add_argument("--limit", type=int, help="only the first N cases")
+    replay.add_argument("--json", action="store_true")
 
-    def handle(args: argparse.Namespace) -> int:
-        config = settings()
-        try:
-            with store(config) as database:
-                return _COMMANDS[args.evals_command](args, config, database)
-        except (StoreError, CaseError) as error:
-            print(f"nightowl evals: {error}", file=sys.stderr)
-            return 2
+    evals.set_defaults(run=run)
 
-    evals.set_defaults(run=handle)
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out one `evals` subcommand on the store; 2 with the reason when refused."""
+    settings = load_settings()
+    try:
+        with open_store(settings) as database:
+            return _COMMANDS[args.evals_command](args, settings, database)
+    except (StoreError, CaseError) as error:
+        return print_error("evals", error)
 
 
 def _owner_id(database: Database) -> str:

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import Any
 
+from nightowl.cli.client import Commands, call_server
 from nightowl.memory.search import KINDS
 
-# (command name, server URL or None, method, path, JSON body, query) -> response or None
-CallServer = Callable[[str, str | None, str, str, Any, Any], Any]
 
-
-def add_commands(commands: Any, call_server: CallServer) -> None:
-    """Add the `memory` command group to the CLI's sub-parsers; `call_server` sends one
-    request as the owner (the response, or None once it has said why it failed)."""
+def add_commands(commands: Commands) -> None:
+    """Add the `memory` command group."""
     memory = commands.add_parser("memory", help="see, search and correct memory (via the server)")
     memory.add_argument("--url", help="server URL (default: from settings)")
     groups = memory.add_subparsers(dest="memory_group", required=True)
@@ -67,7 +63,7 @@ def add_commands(commands: Any, call_server: CallServer) -> None:
     undo.add_argument("change", nargs="?", type=int, help="the change's number (from history)")
     undo.add_argument("--turn", help="every change this turn made")
     undo.add_argument("--message", help="every change made from this message")
-    memory.set_defaults(run=lambda args: run(args, call_server))
+    memory.set_defaults(run=run)
 
 
 def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | None, Any]:
@@ -154,7 +150,7 @@ def _change_line(change: dict[str, Any]) -> str:
     )
 
 
-def run(args: argparse.Namespace, call_server: CallServer) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run a `nightowl memory` command against the server; exit 2 with the reason on failure."""
     if args.memory_group == "revert":
         chosen = [args.change is not None, bool(args.turn), bool(args.message)]

@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from nightowl.backup.manifest import BackupError
+from nightowl.cli.client import Commands, load_settings, print_error
 from nightowl.config import Settings
 
 
-def add_commands(commands: Any, settings: Callable[[], Settings]) -> None:
-    """Add `backup` and `restore` to the CLI's sub-parsers."""
+def add_commands(commands: Commands) -> None:
+    """Add `backup` and `restore`."""
     backup = commands.add_parser(
         "backup", help="write the stores, computers' files and keys to one archive"
     )
     backup.add_argument("path", type=Path, help="the archive to write (must not exist)")
-    backup.set_defaults(run=lambda args: _backup(args, settings()))
+    backup.set_defaults(run=lambda args: _backup(args, load_settings()))
     restore = commands.add_parser(
         "restore", help="check a backup archive and restore it (stop every server first)"
     )
     restore.add_argument("path", type=Path, help="an archive `nightowl backup` wrote")
     restore.add_argument("--force", action="store_true", help="replace a store that is not empty")
-    restore.set_defaults(run=lambda args: _restore(args, settings()))
+    restore.set_defaults(run=lambda args: _restore(args, load_settings()))
 
 
 def _backup(args: argparse.Namespace, settings: Settings) -> int:
@@ -33,8 +32,7 @@ def _backup(args: argparse.Namespace, settings: Settings) -> int:
     try:
         summary = create_backup(settings, args.path)
     except BackupError as error:
-        print(f"nightowl backup: {error}", file=sys.stderr)
-        return 2
+        return print_error("backup", error)
     manifest = summary.manifest
     print(
         f"wrote {summary.path} ({summary.bytes:,} bytes): {manifest.database} store at "
@@ -57,8 +55,7 @@ def _restore(args: argparse.Namespace, settings: Settings) -> int:
     try:
         summary = restore_backup(settings, args.path, force=args.force)
     except BackupError as error:
-        print(f"nightowl restore: {error}", file=sys.stderr)
-        return 2
+        return print_error("restore", error)
     manifest = summary.manifest
     print(
         f"restored the backup of {manifest.created_at} (nightowl {manifest.nightowl_version}, "
