@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from nightowl.config import Settings
-from nightowl.safety.audit import audit_log
 from nightowl.safety.vault import VaultKeyError, load_key, set_allowed_hosts, set_secret
+from nightowl.store.audit import audit_log
 from nightowl.store.errors import StoreError
 from nightowl.store.secrets import drop_secret, secrets_of
 
