@@ -12,11 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
-
 from nightowl.config import Settings
 from nightowl.models.select import resolve
-from nightowl.store.database import Database
+from nightowl.store.database import Database, ping, ping_url
 from nightowl.store.migrate import revision_status
 
 LOCAL_CHECK_TIMEOUT_S = 120.0
@@ -37,7 +35,7 @@ def _database(settings: Settings) -> Check:
     try:
         database = Database(settings.store_url)
         with database.read() as session:
-            session.execute(text("SELECT 1"))
+            ping(session)
         database.dispose()
     except Exception as error:
         return Check(
@@ -75,10 +73,7 @@ def _engine(settings: Settings) -> Check:
             if not os.access(folder, os.W_OK):
                 raise PermissionError(f"{folder} is not writable")
         else:
-            engine = create_engine(url)
-            with engine.connect() as connection:
-                connection.execute(text("SELECT 1"))
-            engine.dispose()
+            ping_url(url)
     except Exception as error:
         return Check(
             "engine", False, f"durable history unreachable: {error}", "fix the database check"

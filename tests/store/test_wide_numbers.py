@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select, text, update
 
 from nightowl.messages import Entry
-from nightowl.safety.audit import audit_log, record
+from nightowl.store.audit import audit_log, record_audit_event
 from nightowl.store.conversations import (
     append_message,
     create_conversation,
@@ -102,7 +102,7 @@ def test_sequence_numbers_and_row_ids_go_past_32_bits(database: Database) -> Non
     _next_ids_start_at(database, BEYOND_32_BITS, conversation)
     with database.write() as session:
         put_entry(session, conversation, "turn-1", "k1", Entry(kind="user", text="x"))
-        record(
+        record_audit_event(
             session,
             "audit-1",
             owner_id=owner.id,

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
-from sqlalchemy import select
 
 from nightowl.api.auth import CurrentUser, database_of
 from nightowl.api.errors import ApiError, error_responses
@@ -17,7 +16,7 @@ from nightowl.memory import facts, notes, skills, worklog
 from nightowl.memory.hybrid import search_memory
 from nightowl.memory.search import Kind
 from nightowl.store import memory_versions as versions
-from nightowl.store.memory_tables import MemoryConsolidation
+from nightowl.store.memory.passes import consolidations_of
 
 routes = APIRouter(prefix="/v1/memory", tags=["memory"])
 
@@ -324,24 +323,19 @@ def search(
 def list_consolidations(user: CurrentUser, request: Request) -> list[ConsolidationOut]:
     """Every consolidation of the caller's profile, newest first."""
     with database_of(request).read() as session:
-        rows = session.scalars(
-            select(MemoryConsolidation)
-            .where(MemoryConsolidation.user_id == user.id)
-            .order_by(MemoryConsolidation.created_at.desc())
-            .limit(200)
+        found = consolidations_of(session, user.id, limit=200)
+    return [
+        ConsolidationOut(
+            id=c.id,
+            turn_id=c.turn_id,
+            method=c.method,
+            removed=c.removed,
+            added=c.added,
+            detail=c.detail,
+            created_at=c.created_at,
         )
-        return [
-            ConsolidationOut(
-                id=r.id,
-                turn_id=r.turn_id,
-                method=r.method,
-                removed=list(r.removed),
-                added=list(r.added),
-                detail=r.detail,
-                created_at=r.created_at,
-            )
-            for r in rows
-        ]
+        for c in found
+    ]
 
 
 class ChangeOut(BaseModel):

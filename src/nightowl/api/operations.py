@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
-from sqlalchemy import text
 
 from nightowl.api.auth import CurrentUser
 from nightowl.metrics import Metrics
+from nightowl.store.database import ping
 from nightowl.store.turns import queue_depth
 
 routes = APIRouter(tags=["operations"])
@@ -17,7 +17,7 @@ routes = APIRouter(tags=["operations"])
 def health(request: Request) -> dict[str, str]:
     """Liveness: the process answers and its store is reachable (no token needed)."""
     with request.app.state.database.read() as session:
-        session.execute(text("SELECT 1"))
+        ping(session)
     return {"status": "ok", "worker": request.app.state.settings.worker_id}
 
 

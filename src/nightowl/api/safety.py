@@ -13,9 +13,9 @@ from nightowl.api.errors import ApiError, error_responses
 from nightowl.api.inputs import MAX_INT64, Id, PathId, RequestBody, SafeText, SecretName
 from nightowl.api.schemas import MessageOut, seen_before
 from nightowl.router.router import Router
-from nightowl.safety.audit import audit_log
-from nightowl.safety.pending import conversation_of, open_requests
 from nightowl.safety.vault import set_allowed_hosts, set_secret
+from nightowl.store.audit import audit_log
+from nightowl.store.pending import conversation_of, open_requests
 from nightowl.store.secrets import drop_secret, secrets_of
 from nightowl.store.users import UserInfo
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from nightowl.cli.client import Commands, load_settings, open_store, print_error
-from nightowl.safety.audit import audit_log
+from nightowl.store.audit import audit_log
 
 
 def add_commands(commands: Commands) -> None:

@@ -27,7 +27,6 @@ from nightowl.memory.context import memory_texts
 from nightowl.messages import Button, Controls, Draft, Entry, Hold, ToolCall
 from nightowl.models.base import Model
 from nightowl.models.pricing import PriceTable
-from nightowl.safety import audit
 from nightowl.safety.data_flow import FlowContext, flow_context
 from nightowl.safety.policy import (
     gated,
@@ -40,6 +39,7 @@ from nightowl.safety.review import Verdict, review, rule_verdict
 from nightowl.safety.sends import Sender, SendProvider, perform_send
 from nightowl.safety.vault import bindings_of, load_key, open_sealed
 from nightowl.safety.wording import action_detail, approval_text, blocked_text, rerun_text
+from nightowl.store.audit import record_audit_event
 from nightowl.store.database import Database
 from nightowl.store.outages import waits_out_outages
 from nightowl.store.outbox import deliver_to_user
@@ -377,7 +377,7 @@ class SafetyGate:
     ) -> Hold | None:
         """Record the review; when there are reasons to hold the call, ask the owner."""
         if judged.reviewed:
-            audit.record(
+            record_audit_event(
                 session,
                 f"{where.turn_id}:{where.slot}:reviewed",
                 kind="reviewed",
@@ -435,7 +435,7 @@ class SafetyGate:
             meta={"controls": controls.to_dict(), "important": True},
         )
         wait_for_answer(session, where.turn_id, message.id, "waiting for your approval")
-        audit.record(
+        record_audit_event(
             session,
             f"{where.turn_id}:{where.slot}:approval_requested",
             kind="approval_requested",
@@ -484,7 +484,7 @@ class SafetyGate:
         self, turn_id: str, conversation_id: str, owner_id: str, slot: str, tool: Tool
     ) -> None:
         with self.database.write() as session:
-            audit.record(
+            record_audit_event(
                 session,
                 f"{turn_id}:{slot}:refused",
                 owner_id=owner_id,
@@ -517,7 +517,7 @@ class SafetyGate:
                 answer = take_answer(session, turn_id, held.question)
                 value = (answer or {}).get("value")
                 kind = {APPROVE: "approved", DENY: "denied"}.get(str(value), "timed_out")
-                audit.record(
+                record_audit_event(
                     session,
                     f"{turn_id}:{slot}:{kind}",
                     owner_id=owner_id,
@@ -653,7 +653,7 @@ class SafetyGate:
 
         def save() -> None:
             with self.database.write() as session:
-                audit.record(
+                record_audit_event(
                     session,
                     f"{turn_id}:{slot}:{kind}",
                     kind=kind,

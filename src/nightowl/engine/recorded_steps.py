@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 from nightowl.models.base import is_transient
 from nightowl.store.outages import waits_out_outages
 from nightowl.store.step_results import StepTaken
-from nightowl.store.tables import Turn
+from nightowl.store.turns import HeldTurn, hold_turn
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +106,14 @@ def recorded_step(
     return wrap
 
 
-def ensure_running(session: Session, run_id: str) -> Turn | None:
+def ensure_running(session: Session, run_id: str) -> HeldTurn:
     """Raise CancelledError if the run was stopped (preempted, stopped, parked) meanwhile;
-    the run's row. The session's identity map holds rows only while someone refers to them:
-    a caller that keeps the row gets it from the map when it (or what it calls) reads the turn
-    again in the same transaction (the model step's budget check, a helper's guidance)."""
-    turn = session.get(Turn, run_id)
-    stop_unless_running(run_id, turn.status if turn is not None else None)
+    the run's row, held. The session's identity map holds rows only while someone refers to
+    them: a caller that keeps what this returns gets the row from the map when it (or what it
+    calls) reads the turn again in the same transaction (the model step's budget check, a
+    helper's guidance)."""
+    turn = hold_turn(session, run_id)
+    stop_unless_running(run_id, turn.status)
     return turn
 
 

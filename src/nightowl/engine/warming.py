@@ -11,8 +11,6 @@ import asyncio
 import logging
 from dataclasses import dataclass, field, replace
 
-from sqlalchemy import select
-
 from nightowl.engine.model_calls import CallPlace, ModelCalls
 from nightowl.harness.pins import pin_now, pinned_request
 from nightowl.harness.prompt import instructions_for
@@ -20,10 +18,10 @@ from nightowl.memory.context import current_profile
 from nightowl.messages import ModelRequest, ToolSpec
 from nightowl.models.base import Model
 from nightowl.store.database import Database
-from nightowl.store.tables import Conversation, PromptPinRow, utcnow
-from nightowl.store.transcript import find_pin, load_transcript, start_model_call
+from nightowl.store.tables import utcnow
+from nightowl.store.transcript import find_pin, has_pin, load_transcript, start_model_call
 from nightowl.store.users import ensure_owner
-from nightowl.store.warming import claim_warming
+from nightowl.store.warming import claim_warming, newest_conversation_id
 from nightowl.tools.providers import Toolbox
 
 log = logging.getLogger(__name__)
@@ -47,7 +45,7 @@ class CacheWarmer:
         if self.model is None:
             return False
         with self.database.write() as session:
-            if session.get(PromptPinRow, conversation_id) is None:
+            if not has_pin(session, conversation_id):
                 return False
             return claim_warming(session, conversation_id, utcnow(), self.calls.cache_lifetime_s)
 
@@ -96,12 +94,7 @@ def new_conversation_request(
     memory section), as a request with no messages; blocking (run it in a thread)."""
     with database.write() as session:
         owner = ensure_owner(session).id
-        latest = session.scalar(
-            select(Conversation.id)
-            .where(Conversation.owner_id == owner)
-            .order_by(Conversation.created_at.desc())
-            .limit(1)
-        )
+        latest = newest_conversation_id(session, owner)
         # A conversation's tools are the owner's (their connectors): the newest shows them.
         tools = toolbox.for_conversation(session, latest) if latest else toolbox.builtin
         memory = current_profile(session, owner)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from nightowl.memory.facts import list_facts
@@ -24,17 +23,12 @@ from nightowl.memory.search import full_text_search
 from nightowl.memory.skills import skill_lines
 from nightowl.memory.worklog import LogEntryInfo, entries_by_id, mark_used, recent_entries
 from nightowl.messages import Entry
+from nightowl.store.conversations import owner_of
 from nightowl.store.routines import list_routines
-from nightowl.store.tables import Conversation
 from nightowl.store.transcript import transcript_turns
 
 MAX_LOG_ENTRIES = 30
 QUERY_ENTRIES = 3  # the newest user entries make the query for relevant work-log entries
-
-
-def owner_of(session: Session, conversation_id: str) -> str | None:
-    """The user whose memory a conversation uses."""
-    return session.scalar(select(Conversation.owner_id).where(Conversation.id == conversation_id))
 
 
 def current_profile(session: Session, user_id: str) -> str:

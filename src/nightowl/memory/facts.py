@@ -1,24 +1,52 @@
 """Profile facts: at most 100 live facts and 4,000 characters per user, enforced here.
 
 A write that would pass a bound raises `ProfileFull`; nothing is ever cut to fit. Archived
-facts leave the profile (and the bounds) but stay searchable.
+facts leave the profile (and the bounds) but stay searchable. The facts are stored by
+store/memory/facts.py; its readers are offered here too, so callers have one place to go.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
-
-from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.safety.policy import SECRET_REF
-from nightowl.store.errors import Invalid, NotFound
-from nightowl.store.ids import new_id
-from nightowl.store.memory_tables import MemoryFact
-from nightowl.store.memory_versions import OWNER, Author, record, snapshot
-from nightowl.store.tables import User, utcnow
+from nightowl.store.errors import Invalid
+from nightowl.store.memory.facts import (
+    FactInfo,
+    Source,
+    delete_fact,
+    get_fact,
+    insert_fact,
+    list_facts,
+    lock_profile,
+    mark_used,
+    profile_size,
+    set_fact_archived,
+    update_fact,
+)
+from nightowl.store.memory_versions import OWNER, Author
+
+__all__ = [
+    "MAX_FACTS",
+    "MAX_FACT_CHARS",
+    "MAX_PROFILE_CHARS",
+    "NO_SECRETS",
+    "TRUST_LEVELS",
+    "FactInfo",
+    "ProfileFull",
+    "Source",
+    "add_fact",
+    "author_of",
+    "clean_text",
+    "get_fact",
+    "list_facts",
+    "mark_used",
+    "profile_size",
+    "remove_fact",
+    "replace_fact",
+    "room_for",
+    "set_archived",
+]
 
 MAX_FACTS = 100
 MAX_PROFILE_CHARS = 4_000
@@ -28,53 +56,6 @@ TRUST_LEVELS = ("owner", "member", "untrusted")
 
 class ProfileFull(Invalid):
     """Adding or growing a fact would pass the profile's bounds."""
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a fact came from: conversation, message, turn, and that content's trust."""
-
-    trust: str = "owner"
-    conversation_id: str | None = None
-    message_id: str | None = None
-    turn_id: str | None = None
-
-
-@dataclass(frozen=True)
-class FactInfo:
-    """A profile fact as the owner, the prompt and the memory pass see it."""
-
-    id: str
-    user_id: str
-    text: str
-    trust: str
-    source_conversation_id: str | None
-    source_message_id: str | None
-    source_turn_id: str | None
-    created_by: str
-    created_at: datetime
-    updated_at: datetime
-    last_used_at: datetime | None
-    use_count: int
-    archived: bool
-
-
-def _info(row: MemoryFact) -> FactInfo:
-    return FactInfo(
-        row.id,
-        row.user_id,
-        row.text,
-        row.trust,
-        row.source_conversation_id,
-        row.source_message_id,
-        row.source_turn_id,
-        row.created_by,
-        row.created_at,
-        row.updated_at,
-        row.last_used_at,
-        row.use_count,
-        row.archived_at is not None,
-    )
 
 
 NO_SECRETS = (
@@ -98,16 +79,6 @@ def clean_text(text: str) -> str:
     return cleaned
 
 
-def profile_size(session: Session, user_id: str) -> tuple[int, int]:
-    """(live facts, characters) of the user's profile."""
-    count, chars = session.execute(
-        select(
-            func.count(MemoryFact.id), func.coalesce(func.sum(func.length(MemoryFact.text)), 0)
-        ).where(MemoryFact.user_id == user_id, MemoryFact.archived_at.is_(None))
-    ).one()
-    return int(count), int(chars)
-
-
 def room_for(session: Session, user_id: str, chars: int, replacing: int = 0) -> bool:
     """Whether a fact of `chars` characters fits (in place of one of `replacing` characters)."""
     count, used = profile_size(session, user_id)
@@ -116,9 +87,7 @@ def room_for(session: Session, user_id: str, chars: int, replacing: int = 0) -> 
 
 
 def _check_room(session: Session, user_id: str, chars: int, replacing: int = 0) -> None:
-    # On PostgreSQL, concurrent writers of one profile queue on the user's row, so two of
-    # them cannot both see room for one more fact (SQLite has one writer at a time anyway).
-    session.execute(select(User.id).where(User.id == user_id).with_for_update())
+    lock_profile(session, user_id)
     if not room_for(session, user_id, chars, replacing):
         count, used = profile_size(session, user_id)
         raise ProfileFull(
@@ -149,37 +118,9 @@ def add_fact(
         raise Invalid(f"trust must be one of {', '.join(TRUST_LEVELS)}")
     cleaned = clean_text(text)
     _check_room(session, user_id, len(cleaned))
-    now = utcnow()
-    row = MemoryFact(
-        id=new_id("fact"),
-        user_id=user_id,
-        text=cleaned,
-        trust=source.trust,
-        source_conversation_id=source.conversation_id,
-        source_message_id=source.message_id,
-        source_turn_id=source.turn_id,
-        created_by=created_by,
-        created_at=now,
-        updated_at=now,
-        use_count=0,
+    return insert_fact(
+        session, user_id, cleaned, source, created_by, by or author_of(source, created_by)
     )
-    session.add(row)
-    session.flush()
-    by = by or author_of(source, created_by)
-    record(session, "fact", row.id, user_id, "added", None, snapshot(row), by)
-    return _info(row)
-
-
-def _row(session: Session, user_id: str, fact_id: str) -> MemoryFact:
-    row = session.get(MemoryFact, fact_id)
-    if row is None or row.user_id != user_id:
-        raise NotFound(f"no fact {fact_id}")
-    return row
-
-
-def get_fact(session: Session, user_id: str, fact_id: str) -> FactInfo:
-    """One of the user's facts (NotFound for anyone else's)."""
-    return _info(_row(session, user_id, fact_id))
 
 
 def replace_fact(
@@ -193,71 +134,26 @@ def replace_fact(
 ) -> FactInfo:
     """Rewrite a fact; a new source (and its trust) replaces the old one when given. The
     version keeps what it said before (`by`: by default the owner for an owner's source)."""
-    row = _row(session, user_id, fact_id)
-    before = snapshot(row)
+    current = get_fact(session, user_id, fact_id)
     cleaned = clean_text(text)
-    if row.archived_at is None:
-        _check_room(session, user_id, len(cleaned), replacing=len(row.text))
-    row.text = cleaned
-    row.updated_at = utcnow()
-    if source is not None:
-        row.trust = source.trust
-        row.source_conversation_id = source.conversation_id
-        row.source_message_id = source.message_id
-        row.source_turn_id = source.turn_id
-    session.flush()
+    if not current.archived:
+        _check_room(session, user_id, len(cleaned), replacing=len(current.text))
     owners = source is not None and source.trust == "owner" and not source.turn_id
     by = by or author_of(source, "owner" if owners else "agent")
-    record(session, "fact", fact_id, user_id, "changed", before, snapshot(row), by)
-    return _info(row)
+    return update_fact(session, user_id, fact_id, cleaned, source, by)
 
 
 def remove_fact(session: Session, user_id: str, fact_id: str, *, by: Author = OWNER) -> FactInfo:
     """Delete a fact (its versions keep what it said: a revert brings it back); returns
     what it was."""
-    row = _row(session, user_id, fact_id)
-    info, before = _info(row), snapshot(row)
-    session.delete(row)
-    session.flush()
-    record(session, "fact", fact_id, user_id, "removed", before, None, by)
-    return info
+    return delete_fact(session, user_id, fact_id, by)
 
 
 def set_archived(
     session: Session, user_id: str, fact_id: str, archived: bool, *, by: Author = OWNER
 ) -> FactInfo:
     """Archive a fact (out of the profile, still searchable) or bring it back (if it fits)."""
-    row = _row(session, user_id, fact_id)
-    before = snapshot(row)
-    if archived and row.archived_at is None:
-        row.archived_at = utcnow()
-    elif not archived and row.archived_at is not None:
-        _check_room(session, user_id, len(row.text))
-        row.archived_at = None
-    else:
-        return _info(row)
-    session.flush()
-    action = "archived" if archived else "restored"
-    record(session, "fact", fact_id, user_id, action, before, snapshot(row), by)
-    return _info(row)
-
-
-def list_facts(session: Session, user_id: str, include_archived: bool = False) -> list[FactInfo]:
-    """The user's facts, oldest first (the profile's order)."""
-    query = select(MemoryFact).where(MemoryFact.user_id == user_id)
-    if not include_archived:
-        query = query.where(MemoryFact.archived_at.is_(None))
-    rows = session.scalars(query.order_by(MemoryFact.created_at, MemoryFact.id))
-    return [_info(row) for row in rows]
-
-
-def mark_used(session: Session, user_id: str, fact_ids: Iterable[str]) -> None:
-    """Count a use of each fact (used facts are never archived for disuse)."""
-    ids = list(set(fact_ids))
-    if not ids:
-        return
-    session.execute(
-        update(MemoryFact)
-        .where(MemoryFact.user_id == user_id, MemoryFact.id.in_(ids))
-        .values(use_count=MemoryFact.use_count + 1, last_used_at=utcnow())
-    )
+    current = get_fact(session, user_id, fact_id)
+    if not archived and current.archived:
+        _check_room(session, user_id, len(current.text))
+    return set_fact_archived(session, user_id, fact_id, archived, by)

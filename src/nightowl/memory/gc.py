@@ -8,13 +8,13 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from nightowl.memory.notes import delete_expired
 from nightowl.store.database import Database
-from nightowl.store.memory_tables import MemoryFact, WorkLogEntry
-from nightowl.store.memory_versions import Author, record, snapshot
+from nightowl.store.memory.facts import archive_unused_facts
+from nightowl.store.memory.notes import delete_expired
+from nightowl.store.memory.worklog import archive_unused_entries
+from nightowl.store.memory_versions import Author
 from nightowl.store.tables import utcnow
 
 log = logging.getLogger(__name__)
@@ -35,31 +35,10 @@ def collect(session: Session, archive_days: float, now: datetime | None = None) 
     moment = now or utcnow()
     cutoff = moment - timedelta(days=archive_days)
     notes = delete_expired(session, moment)
-    stale = session.scalars(
-        select(MemoryFact).where(
-            MemoryFact.archived_at.is_(None),
-            func.coalesce(MemoryFact.last_used_at, MemoryFact.updated_at) < cutoff,
-        )
-    ).all()
-    for fact in stale:  # each archive is a version (a revert brings the fact back)
-        before = snapshot(fact)
-        fact.archived_at = moment
-        session.flush()
-        by = Author("upkeep", trust="owner")
-        record(session, "fact", fact.id, fact.user_id, "archived", before, snapshot(fact), by)
-    entries = session.execute(
-        update(WorkLogEntry)
-        .where(
-            WorkLogEntry.archived_at.is_(None),
-            func.coalesce(WorkLogEntry.last_used_at, WorkLogEntry.created_at) < cutoff,
-        )
-        .values(archived_at=moment)
-    )
-    return Collected(
-        notes,
-        len(stale),
-        int(entries.rowcount or 0),  # type: ignore[attr-defined]
-    )
+    # Each archived fact is a version (a revert brings it back).
+    facts = archive_unused_facts(session, cutoff, moment, Author("upkeep", trust="owner"))
+    entries = archive_unused_entries(session, cutoff, moment)
+    return Collected(notes, facts, entries)
 
 
 async def collect_forever(database: Database, archive_days: float, interval_s: float) -> None:

@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from nightowl.harness.notes import NOTE_META
@@ -41,11 +40,17 @@ from nightowl.memory.worklog import write_entry
 from nightowl.messages import Entry, ModelReply, ModelRequest, Usage
 from nightowl.store.database import Database
 from nightowl.store.errors import NotFound
-from nightowl.store.ids import new_id
-from nightowl.store.memory_tables import MemoryConsolidation, MemoryPassRecord
+from nightowl.store.memory.passes import (
+    Consolidation,
+    PassRecord,
+    pass_recorded,
+    record_consolidation,
+    record_pass,
+    user_messages_of_turn,
+)
 from nightowl.store.memory_versions import Author
 from nightowl.store.outbox import deliver_to_user
-from nightowl.store.tables import Message, utcnow
+from nightowl.store.tables import utcnow
 from nightowl.store.transcript import load_turn_entries
 
 log = logging.getLogger(__name__)
@@ -119,7 +124,7 @@ class PassResult:
 
 def read_pass_input(session: Session, turn_id: str, user_id: str) -> PassInput:
     """The facts the pass is shown (numbered 1…) and what the turn took and did."""
-    done = session.get(MemoryPassRecord, turn_id) is not None
+    done = pass_recorded(session, turn_id)
     items = [
         Item(
             n,
@@ -132,11 +137,7 @@ def read_pass_input(session: Session, turn_id: str, user_id: str) -> PassInput:
         )
         for n, f in enumerate(list_facts(session, user_id), start=1)
     ]
-    rows = session.scalars(
-        select(Message)
-        .where(Message.turn_id == turn_id, Message.role == "user")
-        .order_by(Message.seq)
-    ).all()
+    rows = user_messages_of_turn(session, turn_id)
     messages = [TurnMessage(f"m{n}", r.trust, r.body) for n, r in enumerate(rows, start=1)]
     entries = load_turn_entries(session, turn_id)
     refs = {f"m{n}": r.id for n, r in enumerate(rows, start=1)}
@@ -286,7 +287,7 @@ def write_pass(
     """Write the planned profile, the consolidations, the work-log entry and the pass record
     (its model calls are recorded as they happen, by the caller's `complete`); False when
     this turn's pass was written already."""
-    if session.get(MemoryPassRecord, turn_id) is not None:
+    if pass_recorded(session, turn_id):
         return False
     shown = {i.number: i for i in given.items}
     final = {i.number: i for i in planned}
@@ -355,33 +356,22 @@ def write_pass(
             _consolidation("rejected", [], [], "no room: " + "; ".join(result.rejected)[:2000])
         )
     for found in result.consolidations:
-        session.add(
-            MemoryConsolidation(
-                id=new_id("cons"),
-                user_id=user_id,
-                turn_id=turn_id,
-                method=found["method"],
-                removed=found["removed"],
-                added=found["added"],
-                detail=found["detail"],
-                created_at=utcnow(),
-            )
-        )
+        kept = Consolidation(found["method"], found["removed"], found["added"], found["detail"])
+        record_consolidation(session, user_id, turn_id, kept)
     summary, trust = log_entry(given, ops.log)
     write_entry(session, user_id, summary, conversation_id, turn_id, trust=trust)
-    session.add(
-        MemoryPassRecord(
-            turn_id=turn_id,
-            user_id=user_id,
-            conversation_id=conversation_id,
-            model=model_name,
-            input_tokens=sum(u.input_tokens for u in calls),
-            output_tokens=sum(u.output_tokens for u in calls),
-            outcome=result.to_dict(),
-            created_at=utcnow(),
-        )
+    record_pass(
+        session,
+        PassRecord(
+            turn_id,
+            user_id,
+            conversation_id,
+            model_name,
+            sum(u.input_tokens for u in calls),
+            sum(u.output_tokens for u in calls),
+            result.to_dict(),
+        ),
     )
-    session.flush()
     return True
 
 

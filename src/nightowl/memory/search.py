@@ -1,8 +1,8 @@
 """Full-text search over a user's messages, work log, notes, skills and facts.
 
 SQLite matches with FTS5 (porter stemming, bm25); PostgreSQL with its English full-text search
-(tsvector, GIN index, ts_rank_cd). Hits are ranked by relevance, then nudged by recency, and
-never leave the user they belong to.
+(tsvector, GIN index, ts_rank_cd); the queries are store/memory/search_index.py's. Hits are
+ranked by relevance, then nudged by recency, and never leave the user they belong to.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, get_args
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from nightowl.store.memory.search_index import full_text_matches
 from nightowl.store.tables import utcnow
 
 Kind = Literal["message", "log", "note", "skill", "fact"]
@@ -74,65 +74,6 @@ def word_coverage(query: str, text: str) -> float:
     return len(wanted & held) / len(wanted)
 
 
-def _kind_filter(kinds: Sequence[str] | None) -> tuple[str, dict[str, str]]:
-    chosen = [k for k in (kinds or KINDS) if k in KINDS]
-    names = {f"k{n}": kind for n, kind in enumerate(chosen)}
-    return "i.kind IN (" + ", ".join(f":{name}" for name in names) + ")", names
-
-
-def _sqlite(
-    session: Session, user_id: str, words: list[str], kinds: Sequence[str] | None, now: datetime
-) -> list[tuple[str, str, str, datetime, float]]:
-    match = " OR ".join(f'"{word}"' for word in words)
-    kind_sql, kind_params = _kind_filter(kinds)
-    rows = session.execute(
-        text(
-            "SELECT i.kind, i.item_id, i.body, i.at, -bm25(memory_fts) AS relevance"
-            " FROM memory_fts JOIN memory_index i ON i.id = memory_fts.rowid"
-            " WHERE memory_fts MATCH :match AND i.user_id = :user"
-            f" AND (i.expires_at IS NULL OR i.expires_at > :now) AND {kind_sql}"
-            " ORDER BY bm25(memory_fts) LIMIT :limit"
-        ),
-        {
-            "match": match,
-            "user": user_id,
-            "now": now.replace(tzinfo=None),
-            "limit": CANDIDATES,
-            **kind_params,
-        },
-    )
-    return [(r[0], r[1], r[2], _aware(r[3]), float(r[4])) for r in rows]
-
-
-def _postgres(
-    session: Session, user_id: str, words: list[str], kinds: Sequence[str] | None, now: datetime
-) -> list[tuple[str, str, str, datetime, float]]:
-    kind_sql, kind_params = _kind_filter(kinds)
-    rows = session.execute(
-        text(
-            "SELECT i.kind, i.item_id, i.body, i.at, ts_rank_cd(i.tsv, q, 1) AS relevance"
-            " FROM memory_index i, to_tsquery('english', :match) q"
-            " WHERE i.tsv @@ q AND i.user_id = :user"
-            f" AND (i.expires_at IS NULL OR i.expires_at > :now) AND {kind_sql}"
-            " ORDER BY relevance DESC LIMIT :limit"
-        ),
-        {
-            "match": " | ".join(words),
-            "user": user_id,
-            "now": now,
-            "limit": CANDIDATES,
-            **kind_params,
-        },
-    )
-    return [(r[0], r[1], r[2], _aware(r[3]), float(r[4])) for r in rows]
-
-
-def _aware(value: datetime | str) -> datetime:
-    if isinstance(value, str):  # SQLite hands raw text back from a text() query
-        value = datetime.fromisoformat(value)
-    return value if value.tzinfo else value.replace(tzinfo=utcnow().tzinfo)
-
-
 def rank(
     found: Sequence[tuple[str, str, str, datetime, float]], now: datetime, limit: int
 ) -> list[Hit]:
@@ -177,5 +118,6 @@ def full_text_search(
     if not words:
         return []
     moment = now or utcnow()
-    backend = _postgres if session.get_bind().dialect.name == "postgresql" else _sqlite
-    return rank(backend(session, user_id, words, kinds, moment), moment, limit)
+    chosen = [k for k in (kinds or KINDS) if k in KINDS]
+    found = full_text_matches(session, user_id, words, chosen, moment, CANDIDATES)
+    return rank(found, moment, limit)

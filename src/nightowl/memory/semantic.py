@@ -19,13 +19,19 @@ from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from nightowl.memory.embedder import one_blas_thread
 from nightowl.memory.search import KINDS, Hit, distinct
 from nightowl.store.database import Database
-from nightowl.store.memory_tables import MemoryIndexRow, MemoryVector
+from nightowl.store.memory.vectors import (
+    Pending,
+    indexed_items,
+    items_without_vectors,
+    user_vectors,
+    vectors_stamp,
+    write_vectors,
+)
 
 MAX_EMBED_CHARS = 1_000
 MAX_CACHED_USERS = 32  # users whose vectors stay in memory between searches
@@ -36,8 +42,6 @@ REPEAT = 0.98  # a similarity this high is the item itself or an exact repeat of
 MIN_FOR_DENSITY = 4 * NEIGHBOURS  # below this many items, density says nothing
 DENSITY_SAMPLE = 4_096  # density against at most this many items (evenly spread)
 DENSITY_STALE = 0.1  # densities are recomputed once the user's items grew by this share
-# An item waiting for its vector: kind, item id, user id, body.
-Pending = tuple[str, str, str, str]
 # A user's vectors in memory: their (kind, item id) keys, kinds, and the matrix.
 Loaded = tuple[list[tuple[str, str]], NDArray[np.str_], NDArray[np.float32]]
 
@@ -79,25 +83,16 @@ class SemanticIndex:
     def _vectors(self, session: Session, user_id: str) -> Loaded | None:
         """The user's (keys, kinds, matrix), read again only when a vector was added or
         removed since (their count and newest id say so)."""
-        count, newest = session.execute(
-            select(func.count(MemoryVector.id), func.max(MemoryVector.id)).where(
-                MemoryVector.user_id == user_id
-            )
-        ).one()
-        if not count:
+        stamp = vectors_stamp(session, user_id)
+        if stamp is None:
             return None
-        stamp = (int(count), int(newest))
         with self._lock:
             cached = self._cache.get(user_id)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        rows = session.execute(
-            select(MemoryVector.kind, MemoryVector.item_id, MemoryVector.vector).where(
-                MemoryVector.user_id == user_id
-            )
-        ).all()
-        keys = [(str(r[0]), str(r[1])) for r in rows]
-        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
+        rows = user_vectors(session, user_id)
+        keys = [(r.kind, r.item_id) for r in rows]
+        matrix = np.frombuffer(b"".join(r.vector for r in rows), dtype=np.float32)
         loaded = (keys, np.array([k for k, _ in keys]), matrix.reshape(len(rows), -1))
         with self._lock:
             self._cache[user_id] = (stamp, loaded)
@@ -109,64 +104,13 @@ class SemanticIndex:
         self, session: Session, user_id: str | None = None, limit: int = 256
     ) -> list[Pending]:
         """Up to `limit` indexed items that have no vector yet, oldest first."""
-        query = (
-            select(
-                MemoryIndexRow.kind,
-                MemoryIndexRow.item_id,
-                MemoryIndexRow.user_id,
-                MemoryIndexRow.body,
-            )
-            .outerjoin(
-                MemoryVector,
-                and_(
-                    MemoryVector.kind == MemoryIndexRow.kind,
-                    MemoryVector.item_id == MemoryIndexRow.item_id,
-                ),
-            )
-            .where(MemoryVector.item_id.is_(None))
-            .order_by(MemoryIndexRow.id)
-            .limit(limit)
-        )
-        if user_id is not None:
-            query = query.where(MemoryIndexRow.user_id == user_id)
-        return [(str(k), str(i), str(u), str(b)) for k, i, u, b in session.execute(query)]
+        return items_without_vectors(session, user_id, limit)
 
     def store(self, session: Session, items: list[Pending], vectors: NDArray[np.float32]) -> int:
         """Write the vectors of `items` (embedded from the bodies they were read with), but
         not of an item edited, deleted or embedded since; how many were written."""
-        ids = [item_id for _, item_id, _, _ in items]
-        bodies = {
-            (str(k), str(i)): str(b)
-            for k, i, b in session.execute(
-                select(MemoryIndexRow.kind, MemoryIndexRow.item_id, MemoryIndexRow.body).where(
-                    MemoryIndexRow.item_id.in_(ids)
-                )
-            )
-        }
-        embedded = {
-            (str(k), str(i))
-            for k, i in session.execute(
-                select(MemoryVector.kind, MemoryVector.item_id).where(MemoryVector.item_id.in_(ids))
-            )
-        }
-        name = self.embedder.name
-        written = 0
-        for (kind, item_id, owner, body), vector in zip(items, vectors, strict=True):
-            key = (kind, item_id)
-            if bodies.get(key) != body or key in embedded:
-                continue
-            session.add(
-                MemoryVector(
-                    kind=kind,
-                    item_id=item_id,
-                    user_id=owner,
-                    model=name,
-                    vector=vector.astype(np.float32).tobytes(),
-                )
-            )
-            written += 1
-        session.flush()
-        return written
+        blobs = [vector.astype(np.float32).tobytes() for vector in vectors]
+        return write_vectors(session, items, blobs, self.embedder.name)
 
     def embed(self, items: list[Pending]) -> NDArray[np.float32]:
         """The vectors of `items`' bodies (their beginnings, for long ones)."""
@@ -221,18 +165,7 @@ class SemanticIndex:
             keys[i]: float(scores[i]) - DENSITY_WEIGHT * density[n] for n, i in enumerate(near)
         }
         wanted = dict(sorted(adjusted.items(), key=lambda kv: -kv[1])[: limit * 3])
-        found = session.execute(
-            select(
-                MemoryIndexRow.kind,
-                MemoryIndexRow.item_id,
-                MemoryIndexRow.body,
-                MemoryIndexRow.at,
-                MemoryIndexRow.expires_at,
-            ).where(
-                MemoryIndexRow.user_id == user_id,
-                MemoryIndexRow.item_id.in_([key[1] for key in wanted]),
-            )
-        ).all()
+        found = indexed_items(session, user_id, [key[1] for key in wanted])
         hits = [
             Hit(kind, item_id, body, at, round(wanted[(kind, item_id)], 6))
             for kind, item_id, body, at, expires in found

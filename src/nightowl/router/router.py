@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sqlalchemy import bindparam, select, tuple_
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -19,13 +17,20 @@ from nightowl.store.conversations import (
     MessageInfo,
     NewMessage,
     append_to_conversations,
+    conversation_exists,
     find_by_client_id,
 )
 from nightowl.store.database import Database
 from nightowl.store.errors import Conflict, NotFound, StoreError
 from nightowl.store.ids import new_id
 from nightowl.store.questions import Answered, answer_question
-from nightowl.store.tables import Conversation, Message, Trigger, utcnow
+from nightowl.store.tables import utcnow
+from nightowl.store.triggers import (
+    NewTrigger,
+    claim_trigger_keys,
+    message_of_trigger,
+    messages_of_triggers,
+)
 from nightowl.store.turns import TurnInfo, mark_preempted_many, queue_turns, running_turn_ids
 from nightowl.tracing.spans import Traces
 
@@ -79,26 +84,6 @@ class ConversationQueue(Protocol):
 
     def preempt(self, turn_ids: list[str]) -> None:
         """Stop these running turns at once (the owner cut in)."""
-
-
-def _claim_key(dialect: Any) -> Any:
-    # The trigger rows go in first: a key seen before inserts nothing and is not returned (no
-    # exception, no read on the path of a new trigger); a concurrent insert of the same key
-    # waits for the other transaction, then inserts nothing.
-    return (
-        dialect.insert(Trigger)
-        .on_conflict_do_nothing(index_elements=[Trigger.source, Trigger.idempotency_key])
-        .returning(Trigger.source, Trigger.idempotency_key)
-    )
-
-
-_CLAIM_KEYS = {"sqlite": _claim_key(sqlite), "postgresql": _claim_key(postgresql)}
-_MESSAGE_COLUMNS = [getattr(Message, f) for f in MessageInfo.__dataclass_fields__]
-_SEEN = (
-    select(*_MESSAGE_COLUMNS)
-    .join(Trigger, Trigger.message_id == Message.id)
-    .where(Trigger.source == bindparam("source"), Trigger.idempotency_key == bindparam("key"))
-)
 
 
 @dataclass
@@ -215,29 +200,19 @@ class Router:
         stored: dict[tuple[str, str], MessageInfo] = {}
         staged = _Effects()
         with self._database.write() as session:
-            connection = session.connection()
             now = utcnow()
             first_of_key: dict[tuple[str, str], IncomingMessage] = {}
             for incoming in batch:
                 first_of_key.setdefault((incoming.source, incoming.idempotency_key), incoming)
-            claimed = {
-                (row[0], row[1])
-                for row in connection.execute(
-                    _CLAIM_KEYS[connection.dialect.name],
-                    [
-                        {
-                            "id": new_id("trg"),
-                            "source": source,
-                            "idempotency_key": key,
-                            "conversation_id": incoming.conversation_id,
-                            "message_id": new_keys[(source, key)],
-                            "received_at": now,
-                            "status": "accepted",
-                        }
-                        for (source, key), incoming in first_of_key.items()
-                    ],
-                )
-            }
+            # The trigger rows go in first: a key seen before inserts nothing.
+            claimed = claim_trigger_keys(
+                session,
+                [
+                    NewTrigger(source, key, incoming.conversation_id, new_keys[(source, key)])
+                    for (source, key), incoming in first_of_key.items()
+                ],
+                now,
+            )
             # The new triggers' messages, per conversation in arrival order, written together.
             fresh = [first_of_key[key] for key in first_of_key if key in claimed]
             by_conversation: dict[str, list[IncomingMessage]] = {}
@@ -282,7 +257,7 @@ class Router:
                 self._flag_misunderstood(session, running, by_conversation[conversation_id])
             # A key seen before this batch answers with its original message (committed
             # by now: a conflicting insert waits for the other transaction to end).
-            seen = self._seen_many(session, [key for key in first_of_key if key not in claimed])
+            seen = messages_of_triggers(session, [k for k in first_of_key if k not in claimed])
         outcomes: list[Accepted | BaseException] = []
         for incoming in batch:
             key = (incoming.source, incoming.idempotency_key)
@@ -318,8 +293,8 @@ class Router:
         self, incoming: IncomingMessage, error: BaseException | None
     ) -> Accepted | BaseException:
         with self._database.read() as session:
-            seen = self._seen(session, incoming.source, incoming.idempotency_key)
-            exists = session.get(Conversation, incoming.conversation_id) is not None
+            seen = message_of_trigger(session, incoming.source, incoming.idempotency_key)
+            exists = conversation_exists(session, incoming.conversation_id)
             taken = (
                 find_by_client_id(session, incoming.conversation_id, incoming.client_id)
                 if exists and incoming.client_id is not None
@@ -376,26 +351,3 @@ class Router:
         # waits a moment so that a burst (a group thread, a webhook storm) is answered by
         # one turn.
         self._queue.wake(turn, 0.0 if urgent else self._batch_window_s)
-
-    @staticmethod
-    def _seen_many(
-        session: Session, keys: list[tuple[str, str]]
-    ) -> dict[tuple[str, str], MessageInfo]:
-        """The messages of trigger keys stored before (one query for them all)."""
-        if not keys:
-            return {}
-        if len(keys) == 1:
-            one = Router._seen(session, *keys[0])
-            return {} if one is None else {keys[0]: one}
-        rows = session.connection().execute(
-            select(Trigger.source, Trigger.idempotency_key, *_MESSAGE_COLUMNS)
-            .join(Message, Trigger.message_id == Message.id)
-            .where(tuple_(Trigger.source, Trigger.idempotency_key).in_(keys))
-        )
-        return {(row[0], row[1]): MessageInfo(*row[2:]) for row in rows}
-
-    @staticmethod
-    def _seen(session: Session, source: str, key: str) -> MessageInfo | None:
-        """The message of a trigger key stored before (a prebuilt statement)."""
-        row = session.connection().execute(_SEEN, {"source": source, "key": key}).first()
-        return None if row is None else MessageInfo(**row._asdict())

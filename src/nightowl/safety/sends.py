@@ -14,11 +14,9 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from nightowl.store.database import Database
-from nightowl.store.tables import SendRecord, utcnow
+from nightowl.store.sends import SendInfo, SendIntent, record_send_intent, record_send_result
 
 
 class SendFailed(Exception):
@@ -94,24 +92,15 @@ class SendOutcome:
     uncertain: bool = False  # it may have been sent before a crash; nobody can tell
 
 
-def _intent(database: Database, key: str, fields: dict[str, Any]) -> SendRecord | None:
-    """The send's stored record (a copy), after storing the intent if it is new."""
+def _intent(database: Database, key: str, intent: SendIntent) -> SendInfo | None:
+    """The send's stored record, after storing the intent if it is new (None then)."""
     with database.write() as session:
-        row = session.get(SendRecord, key)
-        if row is None:
-            session.add(SendRecord(idempotency_key=key, status="intent", **fields))
-            return None
-        session.expunge(row)
-        return row
+        return record_send_intent(session, key, intent)
 
 
 def _finish(database: Database, key: str, provider_id: str | None, error: str | None) -> None:
     with database.write() as session:
-        row = session.get(SendRecord, key)
-        assert row is not None
-        row.status = "sent" if provider_id else "failed"
-        row.provider_id, row.error = provider_id, error
-        row.sent_at = utcnow() if provider_id else None
+        record_send_result(session, key, provider_id, error)
 
 
 async def perform_send(
@@ -126,14 +115,8 @@ async def perform_send(
     payload: dict[str, Any],
 ) -> SendOutcome:
     """Send once per key: record the intent, call the provider, record the result."""
-    fields = {
-        "owner_id": owner_id,
-        "conversation_id": conversation_id,
-        "turn_id": turn_id,
-        "tool": tool,
-        "payload": payload,
-    }
-    earlier = await asyncio.to_thread(_intent, database, key, fields)
+    intent = SendIntent(owner_id, conversation_id, turn_id, tool, payload)
+    earlier = await asyncio.to_thread(_intent, database, key, intent)
     if earlier is not None and earlier.status != "intent":
         return SendOutcome(earlier.provider_id, earlier.error)
     try:
@@ -148,14 +131,3 @@ async def perform_send(
         return SendOutcome(None, str(error), error.uncertain)
     await asyncio.to_thread(_finish, database, key, provider_id, None)
     return SendOutcome(provider_id)
-
-
-def sends_of(session: Session, owner_id: str) -> list[SendRecord]:
-    """The owner's sends, newest first."""
-    return list(
-        session.scalars(
-            select(SendRecord)
-            .where(SendRecord.owner_id == owner_id)
-            .order_by(SendRecord.created_at.desc())
-        )
-    )

@@ -148,6 +148,21 @@ def find_conversation(session: Session, conversation_id: str) -> ConversationInf
     return conversation_info(row)
 
 
+def owner_of(session: Session, conversation_id: str) -> str | None:
+    """The user a conversation belongs to (None: no such conversation)."""
+    return session.scalar(select(Conversation.owner_id).where(Conversation.id == conversation_id))
+
+
+def kind_of(session: Session, conversation_id: str) -> str | None:
+    """A conversation's kind: direct, group or helper (None: no such conversation)."""
+    return session.scalar(select(Conversation.kind).where(Conversation.id == conversation_id))
+
+
+def conversation_exists(session: Session, conversation_id: str) -> bool:
+    """Whether the conversation is in the store."""
+    return session.get(Conversation, conversation_id) is not None
+
+
 def list_conversations(session: Session, user_id: str) -> list[ConversationInfo]:
     """The user's conversations, most recently active first."""
     rows = session.scalars(

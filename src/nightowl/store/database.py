@@ -8,7 +8,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 
@@ -104,3 +104,19 @@ class Database:
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()
+
+
+def ping(session: Session) -> None:
+    """One trivial query: the database answers (raises what the driver raises otherwise)."""
+    session.execute(text("SELECT 1"))
+
+
+def ping_url(url: str) -> None:
+    """Connect to the database at `url` once and ask it a trivial query (DBOS's system
+    database, which has no `Database` of ours); raises what the driver raises."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    finally:
+        engine.dispose()

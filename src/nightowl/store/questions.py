@@ -44,6 +44,12 @@ def controls_of(meta: dict[str, Any]) -> dict[str, Any]:
     return controls if isinstance(controls, dict) else {}
 
 
+def is_answered(session: Session, question_id: str) -> bool:
+    """Whether the question has its answer."""
+    row = session.get(Message, question_id)
+    return row is not None and row.answer_id is not None
+
+
 def wait_for_answer(session: Session, turn_id: str, message_id: str, activity: str) -> None:
     """The turn now waits on this question; clients show `activity` meanwhile."""
     session.execute(update(Turn).where(Turn.id == turn_id).values(waiting_on=message_id))

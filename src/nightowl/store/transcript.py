@@ -288,6 +288,11 @@ def find_pin(session: Session, conversation_id: str) -> PromptPin | None:
     return None if row is None else PromptPin.from_dict(row.pin)
 
 
+def has_pin(session: Session, conversation_id: str) -> bool:
+    """Whether the conversation has pinned its prompt (something was ever sent)."""
+    return session.get(PromptPinRow, conversation_id) is not None
+
+
 def prompt_pin(session: Session, conversation_id: str, make: Callable[[], PromptPin]) -> PromptPin:
     """The conversation's pinned prompt, pinned now (by `make`) if it has none yet."""
     found = find_pin(session, conversation_id)

@@ -38,6 +38,22 @@ def _info(row: Turn) -> TurnInfo:
     )
 
 
+@dataclass(frozen=True)
+class HeldTurn:
+    """A turn's status, read with its row kept: while the caller refers to this, the
+    session's identity map serves later reads of the turn in the same transaction (a budget
+    check, a helper's guidance) without asking the database again."""
+
+    status: str | None  # None: no such turn
+    row: Turn | None
+
+
+def hold_turn(session: Session, turn_id: str) -> HeldTurn:
+    """The turn's status, its row held for the rest of the transaction (see HeldTurn)."""
+    row = session.get(Turn, turn_id)
+    return HeldTurn(row.status if row is not None else None, row)
+
+
 def lock_conversation(session: Session, conversation_id: str) -> None:
     """Serialise writers of one conversation until the transaction ends."""
     # SQLite's BEGIN IMMEDIATE already serialises writers; PostgreSQL needs the row lock.

@@ -1,4 +1,5 @@
-"""Cache warming's claim: at most one warming call per conversation per cache lifetime."""
+"""Cache warming's reads and claim: at most one warming call per conversation per cache
+lifetime."""
 
 from __future__ import annotations
 
@@ -8,6 +9,16 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from nightowl.store.tables import Conversation, ModelCall
+
+
+def newest_conversation_id(session: Session, owner_id: str) -> str | None:
+    """The owner's most recently created conversation of any kind, if any."""
+    return session.scalar(
+        select(Conversation.id)
+        .where(Conversation.owner_id == owner_id)
+        .order_by(Conversation.created_at.desc())
+        .limit(1)
+    )
 
 
 def claim_warming(session: Session, conversation_id: str, now: datetime, lifetime_s: float) -> bool:

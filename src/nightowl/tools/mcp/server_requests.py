@@ -22,15 +22,15 @@ from datetime import time as day_start
 from typing import Any
 
 import mcp_types as types
-from sqlalchemy import select
 
 from nightowl.harness.guard import GuardLimits, budget_stop
 from nightowl.messages import Entry, ModelReply, ModelRequest
 from nightowl.store.connectors import ConnectorInfo
+from nightowl.store.conversations import kind_of
 from nightowl.store.database import Database
 from nightowl.store.outbox import deliver_to_user
-from nightowl.store.questions import take_answer, wait_for_answer
-from nightowl.store.tables import Conversation, Message, utcnow
+from nightowl.store.questions import is_answered, take_answer, wait_for_answer
+from nightowl.store.tables import utcnow
 from nightowl.store.usage import spending_today
 from nightowl.tools.mcp.connections import CallScope
 
@@ -193,8 +193,7 @@ class ServerRequests:
 
     def _answered(self, question: str) -> bool:
         with self.database.read() as session:
-            row = session.get(Message, question)
-            return row is not None and row.answer_id is not None
+            return is_answered(session, question)
 
     async def sample(
         self,
@@ -228,10 +227,7 @@ class ServerRequests:
         """Whether the call is a helper's, and why its run may not spend more (None: it may)."""
         midnight = datetime.combine(utcnow().date(), day_start.min, tzinfo=utcnow().tzinfo)
         with self.database.read() as session:
-            kind = session.scalar(
-                select(Conversation.kind).where(Conversation.id == scope.conversation_id)
-            )
-            helper = kind == "helper"
+            helper = kind_of(session, scope.conversation_id) == "helper"
             limits = self.helper_limits if helper and self.helper_limits else self.limits
             if limits is None:
                 return helper, None

@@ -28,7 +28,7 @@ class AuditInfo:
     detail: dict[str, Any]
 
 
-def record(
+def record_audit_event(
     session: Session,
     key: str,
     *,

@@ -1,0 +1,99 @@
+"""Notes in the store: the scratchpad's rows, each change recorded as a version."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from nightowl.store.errors import NotFound
+from nightowl.store.memory_tables import MemoryNote
+from nightowl.store.memory_versions import OWNER, Author, record, snapshot
+from nightowl.store.tables import utcnow
+
+
+@dataclass(frozen=True)
+class NoteInfo:
+    """A note and when it expires."""
+
+    id: str
+    user_id: str
+    conversation_id: str | None
+    text: str
+    created_at: datetime
+    expires_at: datetime
+    trust: str = "agent"
+
+
+def _info(row: MemoryNote) -> NoteInfo:
+    return NoteInfo(
+        row.id,
+        row.user_id,
+        row.conversation_id,
+        row.text,
+        row.created_at,
+        row.expires_at,
+        row.trust,
+    )
+
+
+def find_note(session: Session, note_id: str) -> NoteInfo | None:
+    """The note of this id, if there is one."""
+    row = session.get(MemoryNote, note_id)
+    return None if row is None else _info(row)
+
+
+def insert_note(
+    session: Session,
+    note_id: str,
+    user_id: str,
+    text: str,
+    expires_at: datetime,
+    conversation_id: str | None,
+    trust: str,
+    by: Author,
+    now: datetime,
+) -> NoteInfo:
+    """Store a new note (its text checked already); a version records it."""
+    row = MemoryNote(
+        id=note_id,
+        user_id=user_id,
+        conversation_id=conversation_id,
+        text=text,
+        trust=trust,
+        created_at=now,
+        expires_at=expires_at,
+    )
+    session.add(row)
+    session.flush()
+    record(session, "note", note_id, user_id, "added", None, snapshot(row), by)
+    return _info(row)
+
+
+def live_notes(session: Session, user_id: str, now: datetime | None = None) -> list[NoteInfo]:
+    """The user's notes that have not expired, oldest first."""
+    rows = session.scalars(
+        select(MemoryNote)
+        .where(MemoryNote.user_id == user_id, MemoryNote.expires_at > (now or utcnow()))
+        .order_by(MemoryNote.created_at, MemoryNote.id)
+    )
+    return [_info(row) for row in rows]
+
+
+def delete_note(session: Session, user_id: str, note_id: str) -> None:
+    """Delete one of the user's notes."""
+    row = session.get(MemoryNote, note_id)
+    if row is None or row.user_id != user_id:
+        raise NotFound(f"no note {note_id}")
+    before = snapshot(row)
+    session.delete(row)
+    session.flush()
+    record(session, "note", note_id, user_id, "removed", before, None, OWNER)
+
+
+def delete_expired(session: Session, now: datetime | None = None) -> int:
+    """Delete every expired note; how many went."""
+    result = session.execute(delete(MemoryNote).where(MemoryNote.expires_at <= (now or utcnow())))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -1,0 +1,157 @@
+"""The work log in the store: one entry per turn, read newest first and counted when used."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from nightowl.store.errors import NotFound
+from nightowl.store.ids import new_id
+from nightowl.store.memory_tables import WorkLogEntry
+from nightowl.store.tables import utcnow
+
+
+@dataclass(frozen=True)
+class LogEntryInfo:
+    """A work-log entry."""
+
+    id: str
+    user_id: str
+    conversation_id: str | None
+    turn_id: str | None
+    summary: str
+    created_at: datetime
+    last_used_at: datetime | None
+    use_count: int
+    archived: bool
+    trust: str = "owner"
+
+
+def _info(row: WorkLogEntry) -> LogEntryInfo:
+    return LogEntryInfo(
+        row.id,
+        row.user_id,
+        row.conversation_id,
+        row.turn_id,
+        row.summary,
+        row.created_at,
+        row.last_used_at,
+        row.use_count,
+        row.archived_at is not None,
+        row.trust,
+    )
+
+
+def entry_of_turn(session: Session, turn_id: str) -> LogEntryInfo | None:
+    """The entry a turn wrote, if it wrote one."""
+    found = session.scalar(select(WorkLogEntry).where(WorkLogEntry.turn_id == turn_id))
+    return None if found is None else _info(found)
+
+
+def insert_entry(
+    session: Session,
+    user_id: str,
+    summary: str,
+    conversation_id: str | None,
+    turn_id: str | None,
+    trust: str,
+) -> LogEntryInfo:
+    """Store a new entry (its summary checked already)."""
+    row = WorkLogEntry(
+        id=new_id("log"),
+        user_id=user_id,
+        conversation_id=conversation_id,
+        turn_id=turn_id,
+        summary=summary,
+        trust=trust,
+        created_at=utcnow(),
+        use_count=0,
+    )
+    session.add(row)
+    session.flush()
+    return _info(row)
+
+
+def _row(session: Session, user_id: str, entry_id: str) -> WorkLogEntry:
+    row = session.get(WorkLogEntry, entry_id)
+    if row is None or row.user_id != user_id:
+        raise NotFound(f"no work-log entry {entry_id}")
+    return row
+
+
+def get_entry(session: Session, user_id: str, entry_id: str) -> LogEntryInfo:
+    """One of the user's entries (NotFound for anyone else's)."""
+    return _info(_row(session, user_id, entry_id))
+
+
+def update_entry_summary(
+    session: Session, user_id: str, entry_id: str, summary: str
+) -> LogEntryInfo:
+    """The owner's summary (checked already) replaces the entry's: it is the owner's word
+    from then on."""
+    row = _row(session, user_id, entry_id)
+    row.summary = summary
+    row.trust = "owner"
+    session.flush()
+    return _info(row)
+
+
+def delete_entry(session: Session, user_id: str, entry_id: str) -> None:
+    """Delete an entry."""
+    session.delete(_row(session, user_id, entry_id))
+    session.flush()
+
+
+def recent_entries(
+    session: Session, user_id: str, limit: int = 50, include_archived: bool = False
+) -> list[LogEntryInfo]:
+    """The user's newest entries, newest first."""
+    query = select(WorkLogEntry).where(WorkLogEntry.user_id == user_id)
+    if not include_archived:
+        query = query.where(WorkLogEntry.archived_at.is_(None))
+    query = query.order_by(WorkLogEntry.created_at.desc(), WorkLogEntry.id.desc()).limit(limit)
+    return [_info(row) for row in session.scalars(query)]
+
+
+def entries_by_id(session: Session, user_id: str, ids: Iterable[str]) -> list[LogEntryInfo]:
+    """The user's live entries among `ids`, in no particular order."""
+    wanted = list(set(ids))
+    if not wanted:
+        return []
+    rows = session.scalars(
+        select(WorkLogEntry).where(
+            WorkLogEntry.user_id == user_id,
+            WorkLogEntry.id.in_(wanted),
+            WorkLogEntry.archived_at.is_(None),
+        )
+    )
+    return [_info(row) for row in rows]
+
+
+def mark_used(session: Session, user_id: str, entry_ids: Iterable[str]) -> None:
+    """Count a use of each entry (used entries are never archived for disuse)."""
+    ids = list(set(entry_ids))
+    if ids:
+        session.execute(
+            update(WorkLogEntry)
+            .where(WorkLogEntry.user_id == user_id, WorkLogEntry.id.in_(ids))
+            .values(use_count=WorkLogEntry.use_count + 1, last_used_at=utcnow())
+        )
+
+
+def archive_unused_entries(session: Session, cutoff: datetime, now: datetime) -> int:
+    """Archive every live entry not used (or, never used, not written) since `cutoff`; how
+    many were."""
+    result = session.execute(
+        update(WorkLogEntry)
+        .where(
+            WorkLogEntry.archived_at.is_(None),
+            func.coalesce(WorkLogEntry.last_used_at, WorkLogEntry.created_at) < cutoff,
+        )
+        .values(archived_at=now)
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
