@@ -135,3 +135,20 @@ def test_chat_renders_files_drafts_and_outside_text_as_text() -> None:
     ]
     outside = {"seq": 8, "role": "user", "trust": "untrusted", "body": "<b>hi</b>"}
     assert render(outside) == "[8] them (untrusted): <b>hi</b>"
+
+
+def test_chat_with_no_server_says_so_without_a_traceback(tmp_path: Path) -> None:
+    from tests.server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    done = subprocess.run(
+        [NIGHTOWL, "chat", "--url", url, "--token", "t" * 32],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"NIGHTOWL_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1
+    assert f"nightowl chat: cannot reach the server at {url}" in done.stderr
+    assert "nightowl serve" in done.stderr and "Traceback" not in done.stderr

@@ -18,6 +18,8 @@ def add_commands(commands: Commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Chat until the person leaves; exit with why the chat could not go on."""
+    import httpx
+
     from nightowl.channels.terminal import ChatError, run_chat
 
     settings = load_settings()
@@ -29,3 +31,8 @@ def run(args: argparse.Namespace) -> int:
         return run_chat(url, token, args.conversation)
     except ChatError as error:
         raise SystemExit(f"nightowl chat: {error}") from None
+    except httpx.TransportError as error:
+        raise SystemExit(
+            f"nightowl chat: cannot reach the server at {url} ({error}); start it with "
+            "`nightowl serve`, or pass --url with its address"
+        ) from None
