@@ -163,6 +163,12 @@ def build_gate(
     return SafetyGate(database, tools, deps, calls)
 
 
+def recorded_hold(value: Hold | dict[str, Any] | None) -> Hold | None:
+    """A gate step's hold as DBOS replays it: a `Hold`, or the dict a step recorded before
+    holds were typed (a turn that waited for approval across the upgrade)."""
+    return Hold.from_dict(value) if isinstance(value, dict) else value
+
+
 def _step(name: str, method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     """A method as a named DBOS step that waits out a database outage."""
     return named_step(name, waits_out_outages(method))
@@ -222,7 +228,7 @@ class SafetyGate:
             return Clearance(True, "not gated")  # a read: no step, no review
         # Not a built-in tool: a connector's (looked up in the step, where its effect as the
         # owner set it now is recorded), or an unknown one (run_tool's to explain).
-        held = await self._review(turn_id, conversation_id, owner_id, slot, call)
+        held = recorded_hold(await self._review(turn_id, conversation_id, owner_id, slot, call))
         if held is None:
             return Clearance(True, "allowed")
         await DBOS.recv_async(
@@ -238,7 +244,8 @@ class SafetyGate:
         owner approves running it again (no answer within the window: it is not run again,
         and its result keeps saying it may have happened)."""
         again = f"{slot}:again"
-        held = await self._ask_again(turn_id, conversation_id, owner_id, again, call)
+        held = recorded_hold(await self._ask_again(turn_id, conversation_id, owner_id, again, call))
+        assert held is not None  # asking again always holds
         await DBOS.recv_async(
             topic=f"answer:{held.question}", timeout_seconds=self.deps.approval_timeout_s
         )
