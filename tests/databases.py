@@ -69,11 +69,15 @@ class _Templates:
         self._postgres: str | None = None
 
     def sqlite(self) -> Path:
+        """A folder with a migrated app store (nightowl.db) and DBOS history (durable.sqlite)."""
         with self._lock:
             if self._sqlite is None:
-                path = Path(tempfile.mkdtemp(prefix="nightowl-template-")) / "nightowl.db"
-                _migrate(f"sqlite:///{path}")
-                self._sqlite = path
+                from dbos import DBOS
+
+                folder = Path(tempfile.mkdtemp(prefix="nightowl-template-"))
+                _migrate(f"sqlite:///{folder / 'nightowl.db'}")
+                DBOS.migrate(f"sqlite:///{folder / 'durable.sqlite'}")
+                self._sqlite = folder
             return self._sqlite
 
     def postgres(self) -> str:
@@ -93,7 +97,7 @@ class _Templates:
     def remove(self) -> None:
         with self._lock:
             if self._sqlite is not None:
-                shutil.rmtree(self._sqlite.parent, ignore_errors=True)
+                shutil.rmtree(self._sqlite, ignore_errors=True)
                 self._sqlite = None
             if self._postgres is not None:
                 _admin(f"DROP DATABASE IF EXISTS {self._postgres}")
@@ -158,6 +162,14 @@ def finish() -> None:
 atexit.register(finish)
 
 
+def seed_data_dir(data_dir: Path) -> None:
+    """Put a migrated SQLite app store and DBOS history into a new server's data dir (copies
+    of this process's template): its first start finds them at the newest migration."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("nightowl.db", "durable.sqlite"):
+        shutil.copyfile(_templates.sqlite() / name, data_dir / name)
+
+
 def needs_empty_database(request: pytest.FixtureRequest) -> bool:
     """Whether the test is marked `empty_database` (it tests the migrations themselves)."""
     return request.node.get_closest_marker("empty_database") is not None
@@ -171,7 +183,7 @@ def fresh_database(backend: str, folder: Path, *, migrated: bool = False) -> Ite
         path = folder / "nightowl.db"
         if migrated:
             folder.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(_templates.sqlite(), path)
+            shutil.copyfile(_templates.sqlite() / "nightowl.db", path)
         yield f"sqlite:///{path}"
         return
     name = f"nw_test_{secrets.token_hex(6)}"
