@@ -12,7 +12,7 @@ import pytest
 
 from nightowl.store.database import Database
 from nightowl.store.migrate import upgrade
-from tests.databases import BACKENDS, fresh_database
+from tests.databases import BACKENDS, finish, fresh_database, needs_empty_database
 
 # The suite runs 4 test processes on 2 cores. llama.cpp's threads wait for each other
 # spinning: with other processes on the cores, two threads took 9 times the CPU of one for the
@@ -23,8 +23,10 @@ os.environ.setdefault("NIGHTOWL_LOCAL_MODEL_THREADS", "1")
 
 @pytest.fixture(params=BACKENDS)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database URL, once per backend."""
-    with fresh_database(request.param, tmp_path) as url:
+    """A new database URL, once per backend: at the newest migration (a copy of a template,
+    tests/databases.py), or empty for a test marked `empty_database`."""
+    migrated = not needs_empty_database(request)
+    with fresh_database(request.param, tmp_path, migrated=migrated) as url:
         yield url
 
 
@@ -35,6 +37,11 @@ def database(database_url: str) -> Iterator[Database]:
     upgrade(db)
     yield db
     db.dispose()
+
+
+def pytest_sessionfinish() -> None:
+    """The test databases' pending drops finish before the test process ends."""
+    finish()
 
 
 # Tests that add test hosts in network namespaces route the same addresses (169.254.169.254,

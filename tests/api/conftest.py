@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.databases import BACKENDS, fresh_database
+from tests.databases import BACKENDS, fresh_database, needs_empty_database
 from tests.server import ServerProcess
 
 
@@ -15,9 +15,11 @@ from tests.server import ServerProcess
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    """A running server with no model (turns record their batch), on each backend."""
+    """A running server with no model (turns record their batch), on each backend: on a
+    migrated copy of a database, or an empty one in a module marked `empty_database`."""
     folder: Path = tmp_path_factory.mktemp(f"api-{request.param}")
-    with fresh_database(request.param, folder) as url:
+    migrated = not needs_empty_database(request)
+    with fresh_database(request.param, folder, migrated=migrated) as url:
         process = ServerProcess(folder, url).start()
         try:
             yield process

@@ -8,8 +8,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import pytest
 
 from tests.server import ServerProcess, wait_for
+
+# This module's servers start on an empty database: a first start migrates it (the other API
+# modules' servers start on a migrated copy, tests/databases.py).
+pytestmark = pytest.mark.empty_database
 
 
 def _conversation(client: httpx.Client) -> str:

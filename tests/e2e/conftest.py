@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.databases import BACKENDS, fresh_database
+from tests.databases import BACKENDS, fresh_database, needs_empty_database
 
 
 @pytest.fixture(params=BACKENDS)
 def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database for a server process, once per backend."""
-    with fresh_database(request.param, tmp_path) as url:
+    """A new database for a server process, once per backend: at the newest migration, or
+    empty for a test marked `empty_database` (tests/databases.py)."""
+    migrated = not needs_empty_database(request)
+    with fresh_database(request.param, tmp_path, migrated=migrated) as url:
         yield url

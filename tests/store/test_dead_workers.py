@@ -27,7 +27,9 @@ def test_a_dead_workers_workflows_wait_until_it_stopped(database: Database) -> N
     with database.write() as session:
         for worker in ("late", "gone"):
             beat(session, worker)
-        if database.is_postgres:  # DBOS's table, as far as the query reads it
+        # DBOS's table, as far as the query reads it (a copy of the test template has the
+        # real one already).
+        if database.is_postgres:
             session.execute(text("CREATE SCHEMA IF NOT EXISTS dbos"))
             session.execute(
                 text(
@@ -37,8 +39,8 @@ def test_a_dead_workers_workflows_wait_until_it_stopped(database: Database) -> N
             )
             session.execute(
                 text(
-                    "INSERT INTO dbos.workflow_status VALUES"
-                    " ('w1', 'late', 'PENDING'), ('w2', 'gone', 'PENDING')"
+                    "INSERT INTO dbos.workflow_status (workflow_uuid, executor_id, status)"
+                    " VALUES ('w1', 'late', 'PENDING'), ('w2', 'gone', 'PENDING')"
                 )
             )
     _declare_dead(database, "late", 1)  # declared dead a moment ago, still polling

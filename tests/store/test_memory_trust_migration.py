@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from nightowl.store.database import Database
@@ -52,6 +53,7 @@ def _conversation(db: Database, conversation: str, trust: str) -> None:
     )
 
 
+@pytest.mark.empty_database
 def test_existing_memory_takes_the_trust_of_its_conversation(database_url: str) -> None:
     db = Database(database_url)
     upgrade(db, "0014")

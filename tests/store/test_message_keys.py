@@ -133,6 +133,7 @@ def _insert(db: Database, table: str, **values: Any) -> None:
         connection.execute(text(f"INSERT INTO {table} ({columns}) VALUES ({params})"), values)
 
 
+@pytest.mark.empty_database
 def test_the_migration_moves_the_servers_keys_out_of_the_clients_namespace(
     database_url: str,
 ) -> None:

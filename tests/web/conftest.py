@@ -18,6 +18,7 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
+from tests.databases import seed_data_dir
 from tests.server import ServerProcess
 
 ARTIFACTS = Path(os.environ.get("NIGHTOWL_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts"))
@@ -79,11 +80,15 @@ def contexts(browser: Browser) -> Iterator[Callable[..., BrowserContext]]:
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
-    """Start servers (stopped at the end of the test)."""
+    """Start servers on SQLite stores copied from a migrated template (stopped at the end
+    of the test)."""
     started: list[ServerProcess] = []
 
     def start(model: str = "none", **kwargs: Any) -> ServerProcess:
-        server = ServerProcess(tmp_path / f"data{len(started)}", model=model, **kwargs)
+        data_dir = tmp_path / f"data{len(started)}"
+        if not kwargs.get("database_url"):
+            seed_data_dir(data_dir)  # a migrated store: its first start migrates nothing
+        server = ServerProcess(data_dir, model=model, **kwargs)
         started.append(server)
         return server.start()
 

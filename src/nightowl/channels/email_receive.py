@@ -18,11 +18,12 @@ import hashlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-from aiosmtpd.smtp import SMTP, Envelope, Session
+from typing import TYPE_CHECKING, Any
 
 from nightowl.channels.base import Accept, Inbound
+
+if TYPE_CHECKING:  # aiosmtpd loads when a listener starts (0.2-0.5 s of every server start)
+    from aiosmtpd.smtp import SMTP, Envelope, Session
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +96,10 @@ class SmtpReceiver:
 
         handler = _Handler(self.address, store)
         sessions: weakref.WeakSet[SMTP] = weakref.WeakSet()
+        smtp_class = await asyncio.to_thread(_smtp_class)  # an import: off the event loop
 
         def session() -> SMTP:
-            smtp = SMTP(
+            smtp = smtp_class(
                 handler,
                 data_size_limit=self.max_size_bytes,
                 hostname=self.address.split("@", 1)[1],
@@ -117,6 +119,12 @@ class SmtpReceiver:
             for smtp in list(sessions):
                 if smtp.transport is not None:
                     smtp.transport.close()
+
+
+def _smtp_class() -> type[SMTP]:
+    from aiosmtpd.smtp import SMTP
+
+    return SMTP
 
 
 def _message_id(raw: bytes) -> str:

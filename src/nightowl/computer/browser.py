@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import shutil
@@ -25,9 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-
-from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nightowl.computer.browser_relay import (
     CHROMIUM_ARGS,
@@ -39,6 +38,9 @@ from nightowl.computer.browser_relay import (
 from nightowl.computer.computers import Computers
 from nightowl.computer.protocol import Computer, Endpoint
 from nightowl.computer.sandbox import SandboxError
+
+if TYPE_CHECKING:  # Playwright loads with the first browser (0.3 s of every server start)
+    from playwright.async_api import Browser, BrowserContext, Page, Playwright
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -125,7 +127,8 @@ class Browsers:
         async with self._start_lock:
             self._loop = self._loop or asyncio.get_running_loop()
             if self._playwright is None:
-                self._playwright = await async_playwright().start()
+                async_api = await asyncio.to_thread(importlib.import_module, "playwright.async_api")
+                self._playwright = await async_api.async_playwright().start()
             return self._playwright
 
     async def _start(self) -> tuple[Playwright, Relay, Path]:
@@ -297,6 +300,14 @@ class Browsers:
             with contextlib.suppress(Exception):
                 await self._playwright.stop()
             self._playwright = None
+
+
+def playwright_error() -> type[Exception]:
+    """Playwright's error class: what a browser action raises (Playwright is loaded by then:
+    it loads with the first browser)."""
+    from playwright.async_api import Error
+
+    return Error
 
 
 def _new_session(

@@ -9,18 +9,19 @@ import contextlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
-from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Page
 from pydantic import BaseModel, Field
 
-from nightowl.computer.browser import Browsers, BrowserSession
+from nightowl.computer.browser import Browsers, BrowserSession, playwright_error
 from nightowl.computer.browser_relay import BrowserError
 from nightowl.computer.protocol import Computer
 from nightowl.computer.sandbox import HOME_INSIDE, SandboxError
 from nightowl.tools.registry import Tool, ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 MAX_CHARS = 12_000
 SETTLE_TIMEOUT_MS = 10_000
@@ -90,7 +91,7 @@ async def _with_browser(
         return ToolResult(f"The computer is unavailable ({error}); the browser needs it.", True)
     except BrowserError as error:
         return ToolResult(f"Browser problem: {error}.", True)
-    except PlaywrightError as error:
+    except playwright_error() as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else "failed"
         return ToolResult(f"The browser action failed ({first_line}). {hint}", True)
 
@@ -98,7 +99,7 @@ async def _with_browser(
 async def _settle(page: Page) -> None:
     """Let a navigation an action started finish before reading the page again."""
     await asyncio.sleep(0.2)
-    with contextlib.suppress(PlaywrightError):
+    with contextlib.suppress(playwright_error()):
         await page.wait_for_load_state("load", timeout=SETTLE_TIMEOUT_MS)
 
 
@@ -106,7 +107,7 @@ async def _snapshot(page: Page) -> str:
     for attempt in range(3):
         try:
             return await page.aria_snapshot(mode="ai")
-        except PlaywrightError:
+        except playwright_error():
             if attempt == 2:
                 raise
             await _settle(page)  # the page navigated while we looked

@@ -146,6 +146,7 @@ def _insert(db: Database, table: str, **values: Any) -> None:
         connection.execute(text(f"INSERT INTO {table} ({columns}) VALUES ({params})"), values)
 
 
+@pytest.mark.empty_database
 def test_the_migration_pins_what_existing_connectors_listed(database_url: str) -> None:
     db = Database(database_url)
     try:
