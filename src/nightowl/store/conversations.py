@@ -150,7 +150,10 @@ def find_conversation(session: Session, conversation_id: str) -> ConversationInf
 
 def owner_of(session: Session, conversation_id: str) -> str | None:
     """The user a conversation belongs to (None: no such conversation)."""
-    return session.scalar(select(Conversation.owner_id).where(Conversation.id == conversation_id))
+    return session.scalar(_OWNER_OF, {"conversation_id": conversation_id})
+
+
+_OWNER_OF = select(Conversation.owner_id).where(Conversation.id == bindparam("conversation_id"))
 
 
 def kind_of(session: Session, conversation_id: str) -> str | None:

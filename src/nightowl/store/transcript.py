@@ -98,15 +98,28 @@ def load_transcript(session: Session, conversation_id: str) -> list[Entry]:
     compaction, that compaction's summary entry and every entry after it."""
     compaction = latest_compaction(session, conversation_id)
     through = compaction.through_entry_id if compaction else 0
-    entries = [
-        Entry.from_dict(payload)
-        for payload in session.scalars(
-            select(TranscriptEntry.payload)
-            .where(TranscriptEntry.conversation_id == conversation_id, TranscriptEntry.id > through)
-            .order_by(TranscriptEntry.id)
-        )
-    ]
+    since = {"conversation_id": conversation_id, "through": through}
+    entries = [Entry.from_dict(payload) for payload in session.scalars(_ENTRIES_SINCE, since)]
     return [Entry.from_dict(compaction.entry), *entries] if compaction else entries
+
+
+# Prebuilt: every model call reads the transcript.
+_ENTRIES_SINCE = (
+    select(TranscriptEntry.payload)
+    .where(
+        TranscriptEntry.conversation_id == bindparam("conversation_id"),
+        TranscriptEntry.id > bindparam("through"),
+    )
+    .order_by(TranscriptEntry.id)
+)
+_TURNS_SINCE = (
+    select(TranscriptEntry.turn_id)
+    .where(
+        TranscriptEntry.conversation_id == bindparam("conversation_id"),
+        TranscriptEntry.id > bindparam("through"),
+    )
+    .distinct()
+)
 
 
 def transcript_turns(session: Session, conversation_id: str) -> set[str]:
@@ -114,11 +127,7 @@ def transcript_turns(session: Session, conversation_id: str) -> set[str]:
     compaction = latest_compaction(session, conversation_id)
     through = compaction.through_entry_id if compaction else 0
     return set(
-        session.scalars(
-            select(TranscriptEntry.turn_id)
-            .where(TranscriptEntry.conversation_id == conversation_id, TranscriptEntry.id > through)
-            .distinct()
-        )
+        session.scalars(_TURNS_SINCE, {"conversation_id": conversation_id, "through": through})
     )
 
 
