@@ -112,24 +112,28 @@ def record_compaction(
     return compaction_id
 
 
+# Prebuilt: every turn's finish reads it.
+_LAST_PROMPT_SIZE = (
+    select(
+        ModelCall.input_tokens,
+        ModelCall.cache_read_tokens,
+        ModelCall.cache_write_tokens,
+        ModelCall.meter_prompt_tokens,
+    )
+    # The turn's own calls (step >= 0), not the safety reviewer's (step -1).
+    .where(
+        ModelCall.turn_id == bindparam("turn_id"),
+        ModelCall.finished_at.is_not(None),
+        ModelCall.step >= 0,
+    )
+    .order_by(ModelCall.started_at.desc(), ModelCall.step.desc())
+    .limit(1)
+)
+
+
 def last_prompt_size(session: Session, turn_id: str) -> tuple[dict[str, int], int] | None:
     """The usage the turn's last model call reported, and the meter's estimate of its prompt."""
-    found = session.execute(
-        select(
-            ModelCall.input_tokens,
-            ModelCall.cache_read_tokens,
-            ModelCall.cache_write_tokens,
-            ModelCall.meter_prompt_tokens,
-        )
-        # The turn's own calls (step >= 0), not the safety reviewer's (step -1).
-        .where(
-            ModelCall.turn_id == turn_id,
-            ModelCall.finished_at.is_not(None),
-            ModelCall.step >= 0,
-        )
-        .order_by(ModelCall.started_at.desc(), ModelCall.step.desc())
-        .limit(1)
-    ).first()
+    found = session.execute(_LAST_PROMPT_SIZE, {"turn_id": turn_id}).first()
     if found is None:
         return None
     usage = {

@@ -198,11 +198,12 @@ def finish_model_call(
     """Record a model call's usage and cost (or its error), and `more` of its columns (its
     request's sections and meter), in one statement."""
     session.flush()  # a call recorded in this transaction is written first
-    session.connection().execute(
-        update(ModelCall)
-        .where(ModelCall.id == call_id)
-        .values(finished_at=utcnow(), error=error, cost_usd=cost_usd, **usage, **more)
-    )
+    values = {"finished_at": utcnow(), "error": error, "cost_usd": cost_usd, **usage, **more}
+    # Prebuilt: the SET clause is made of the columns given (one compiled form per set).
+    session.connection().execute(_FINISH_CALL, {"_call": call_id, **values})
+
+
+_FINISH_CALL = update(ModelCall).where(ModelCall.id == bindparam("_call"))
 
 
 def start_tool_run(
@@ -256,16 +257,21 @@ def previous_sections(
     """The section hashes of the conversation's latest request other than `before`, and when
     it was sent."""
     found = session.execute(
-        select(ModelCall.sections, ModelCall.started_at)
-        .where(
-            ModelCall.conversation_id == conversation_id,
-            ModelCall.id != before,
-            ModelCall.sections.is_not(None),
-        )
-        .order_by(ModelCall.started_at.desc(), ModelCall.id.desc())
-        .limit(1)
+        _PREVIOUS_SECTIONS, {"conversation_id": conversation_id, "before": before}
     ).first()
     return (list(found[0]), found[1]) if found is not None and found[0] is not None else None
+
+
+_PREVIOUS_SECTIONS = (
+    select(ModelCall.sections, ModelCall.started_at)
+    .where(
+        ModelCall.conversation_id == bindparam("conversation_id"),
+        ModelCall.id != bindparam("before"),
+        ModelCall.sections.is_not(None),
+    )
+    .order_by(ModelCall.started_at.desc(), ModelCall.id.desc())
+    .limit(1)
+)
 
 
 def record_sections(

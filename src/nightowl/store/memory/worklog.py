@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.errors import NotFound
@@ -136,11 +136,20 @@ def mark_used(session: Session, user_id: str, entry_ids: Iterable[str]) -> None:
     """Count a use of each entry (used entries are never archived for disuse)."""
     ids = list(set(entry_ids))
     if ids:
-        session.execute(
-            update(WorkLogEntry)
-            .where(WorkLogEntry.user_id == user_id, WorkLogEntry.id.in_(ids))
-            .values(use_count=WorkLogEntry.use_count + 1, last_used_at=utcnow())
-        )
+        session.execute(_MARK_USED, {"_user": user_id, "_ids": ids, "_now": utcnow()})
+
+
+# Prebuilt: every turn's memory note runs it.
+_MARK_USED = (
+    update(WorkLogEntry)
+    .where(
+        # Not named after columns: an UPDATE reserves those names for its SET clause.
+        WorkLogEntry.user_id == bindparam("_user"),
+        WorkLogEntry.id.in_(bindparam("_ids", expanding=True)),
+    )
+    .values(use_count=WorkLogEntry.use_count + 1, last_used_at=bindparam("_now"))
+    .execution_options(synchronize_session=False)
+)
 
 
 def archive_unused_entries(session: Session, cutoff: datetime, now: datetime) -> int:
