@@ -56,6 +56,14 @@ def test_dbos_launch_starts_the_queue_thread_and_schedule_poller_found_by_name()
             f"{function.__name__} no longer waits on its stop event between polls",
             "the queue nudge (engine/queue_nudge.py) needs another way to wake them",
         )
+    # A nudge for one queue finds that queue's worker thread by its name.
+    assert 'name=f"queue-worker-{queue_name}"' in inspect.getsource(dbos._queue.queue_thread), (
+        moved(
+            "no longer names a queue's worker thread queue-worker-<queue>",
+            "update WORKER_THREAD_PREFIX in engine/queue_nudge.py (else nudges for one queue "
+            "wake nothing and turns wait for the next poll)",
+        )
+    )
 
 
 def test_dbos_recovery_internals_have_the_expected_shape() -> None:

@@ -86,6 +86,31 @@ def test_a_nudge_wakes_every_waiter_once_and_a_set_still_stops_them() -> None:
     assert event.wait(timeout=10) is True and event.is_set()
 
 
+def test_a_nudge_for_one_queue_wakes_only_that_queues_worker_thread() -> None:
+    """An enqueue on one queue polls that queue alone: the others (and DBOS's queue manager)
+    sleep on, each poll of theirs would cost a transaction or two for nothing."""
+    event = threading.Event()
+    event.__class__ = NudgeableEvent
+    assert isinstance(event, NudgeableEvent)
+    woke: dict[str, float] = {}
+
+    def waiter(name: str) -> None:
+        started = time.monotonic()
+        event.wait(timeout=1.5)
+        woke[name] = time.monotonic() - started
+
+    names = ["queue-worker-turns", "queue-worker-timers", "queue-manager"]
+    threads = [threading.Thread(target=waiter, args=(n,), name=n) for n in names]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    event.nudge("turns")
+    for thread in threads:
+        thread.join(timeout=5)
+    assert woke["queue-worker-turns"] < 1.0, woke
+    assert woke["queue-worker-timers"] >= 1.4 and woke["queue-manager"] >= 1.4, woke
+
+
 class _PacedQueue:
     """What the engine asks of DBOS's queue when it changes pace."""
 

@@ -236,13 +236,13 @@ class DurableEngine:
             self._queue.enqueue(self._turn, turn.id)
         if not delay_s:
             # Start it now rather than at the next poll (the owner is waiting).
-            self.nudge()
+            self.nudge(CONVERSATION_QUEUE)
 
-    def nudge(self) -> None:
-        """Have DBOS's queues poll now (something urgent was enqueued on another queue): this
-        process's, or the workers' when this one does not dispatch."""
+    def nudge(self, queue: str | None = None) -> None:
+        """Have DBOS's queues poll now (something urgent was enqueued on `queue`; None: on
+        any): this process's, or the workers' when this one does not dispatch."""
         if self.dispatches:
-            self._nudge.nudge()
+            self._nudge.nudge(queue)
         else:
             self.wake_workers()
 

@@ -122,7 +122,7 @@ class Helpers:
         deps: TurnDeps,
         loop: AgentLoop,
         router: Router,
-        nudge: Callable[[], None] = lambda: None,
+        nudge: Callable[[str], None] = lambda queue: None,
     ) -> None:
         self.deps, self.loop, self.router, self._nudge = deps, loop, router, nudge
         self._queue: object | None = None
@@ -242,7 +242,7 @@ class Helpers:
             PropagateOtelContext() if self.deps.traces.enabled else nullcontext(),
         ):
             await self._queue.enqueue_async(self._helper, run_id)  # type: ignore[attr-defined]
-        self._nudge()  # dispatched now, not at the queue's next poll
+        self._nudge(HELPER_QUEUE)  # dispatched now, not at the queue's next poll
 
     async def stop(self, run_ids: list[str]) -> None:
         """Stop helper runs (from a workflow: the agent's stop_helper)."""

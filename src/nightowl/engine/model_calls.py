@@ -87,20 +87,25 @@ def conversation_pin(
     specs: dict[str, ToolSpec],
     groups: list[tuple[str, str]],
     instructions: str = SYSTEM_PROMPT,
+    made: list[PromptPin] | None = None,
 ) -> PromptPin:
     """The conversation's pinned prompt, pinned now (the server's instructions, tools and the
-    owner's current profile) if it has none: at its first call, or after a compaction."""
-    return prompt_pin(
-        session,
-        conversation_id,
-        lambda: pin_now(
+    owner's current profile) if it has none: at its first call, or after a compaction.
+    `made`: a pin made now is appended to it (its profile is the current one)."""
+
+    def pin() -> PromptPin:
+        made_now = pin_now(
             instructions,
             summaries,
             specs,
             groups=groups,
             profile=profile_for_pin(session, conversation_id),
-        ),
-    )
+        )
+        if made is not None:
+            made.append(made_now)
+        return made_now
+
+    return prompt_pin(session, conversation_id, pin)
 
 
 def begin_model_call(
@@ -126,8 +131,11 @@ def begin_model_call(
     `memory`: the newest note's memory part as this run's first call found it (a run reads
     memory once: looking it up costs a dozen queries, and it changes little within a run);
     `style`: how much of the work log the model is shown (harness/prompt.py)."""
+    made: list[PromptPin] = []
     if pin is None:  # else the run's, as its first call found it (only compaction changes it)
-        pin = conversation_pin(session, conversation_id, summaries, specs, groups, instructions)
+        pin = conversation_pin(
+            session, conversation_id, summaries, specs, groups, instructions, made
+        )
     midnight = datetime.combine(utcnow().date(), day_start.min, tzinfo=utcnow().tzinfo)
     over = budget_stop(limits, spending_today(session, turn_id, midnight))
     stop = over or check_guard(limits, step, [ToolCall.from_dict(c) for c in calls_so_far])
@@ -146,6 +154,8 @@ def begin_model_call(
                 history,
                 style.log_entries,
                 style.recent_log_entries,
+                # Pinned in this transaction: the profile it took is the current one.
+                current=made[0].profile if made else None,
             )
         )
     # A budget speaks once a day, however many turns it stops.

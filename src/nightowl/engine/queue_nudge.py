@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from nightowl.engine import dbos_internals
@@ -32,27 +33,55 @@ log = logging.getLogger(__name__)
 
 
 class NudgeableEvent(threading.Event):
-    """A stop event whose waiters can also be woken early, each once per nudge."""
+    """A stop event whose waiters can also be woken early, each once per nudge: every waiter,
+    or only the worker thread of one queue (DBOS names it `queue-worker-<queue>`)."""
 
     # An event made by DBOS and re-classed: no __init__ of ours ran, hence the defaults.
     _nudges = 0
 
-    def nudge(self) -> None:
-        """End the current (or next) wait of every thread waiting on this event."""
+    def nudge(self, queue: str | None = None) -> None:
+        """End the current (or next) wait of every thread waiting on this event, or with
+        `queue` only that queue's worker thread (the other queues have nothing new to poll:
+        each poll costs DBOS a transaction or two)."""
         with self._cond:  # type: ignore[attr-defined]
-            self._nudges += 1
+            if queue is None:
+                self._nudges += 1
+            else:
+                targeted: dict[str, int] = self.__dict__.setdefault("_targeted", {})
+                targeted[queue] = targeted.get(queue, 0) + 1
             self._cond.notify_all()  # type: ignore[attr-defined]
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait until set (True), or until a nudge this thread has not seen or the timeout
-        (False: not a stop)."""
-        me = threading.get_ident()
+        """Wait until set (True), or until a nudge for this thread it has not seen or the
+        timeout (False: not a stop)."""
+        me = threading.current_thread()
+        queue = me.name.removeprefix(WORKER_THREAD_PREFIX) if _is_worker(me) else ""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:  # type: ignore[attr-defined]
-            seen: dict[int, int] = self.__dict__.setdefault("_seen", {})
-            if not self._flag and seen.get(me, 0) == self._nudges:  # type: ignore[attr-defined]
-                self._cond.wait(timeout)  # type: ignore[attr-defined]
-            seen[me] = self._nudges
-            return bool(self._flag)  # type: ignore[attr-defined]
+            seen: dict[int, tuple[int, int]] = self.__dict__.setdefault("_seen", {})
+            # Woken by a nudge for another queue: wait on for the rest of the timeout.
+            while not self._stopped() and seen.get(me.ident or 0, (0, 0)) == self._mark(queue):
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._cond.wait(left)  # type: ignore[attr-defined]
+            seen[me.ident or 0] = self._mark(queue)
+            return self._stopped()
+
+    def _stopped(self) -> bool:
+        return bool(self._flag)  # type: ignore[attr-defined]
+
+    def _mark(self, queue: str) -> tuple[int, int]:
+        """How many nudges a waiter of `queue` ("": not a queue's worker) has had so far."""
+        return self._nudges, self.__dict__.get("_targeted", {}).get(queue, 0)
+
+
+# DBOS starts one thread per queue, named after it (dbos/_queue.py `queue_thread`).
+WORKER_THREAD_PREFIX = "queue-worker-"
+
+
+def _is_worker(thread: threading.Thread) -> bool:
+    return thread.name.startswith(WORKER_THREAD_PREFIX)
 
 
 class QueueNudge:
@@ -104,7 +133,7 @@ class QueueNudge:
         """True once DBOS's queue threads run with a nudgeable event."""
         return self._event is not None
 
-    def nudge(self) -> None:
-        """Make every queue thread poll now."""
+    def nudge(self, queue: str | None = None) -> None:
+        """Make every queue thread poll now, or only `queue`'s."""
         if self._event is not None:
-            self._event.nudge()
+            self._event.nudge(queue)

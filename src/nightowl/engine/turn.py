@@ -36,12 +36,7 @@ from nightowl.models.base import Model
 from nightowl.store.database import Database
 from nightowl.store.outages import outlast
 from nightowl.store.outbox import deliver_to_user
-from nightowl.store.turns import (
-    finish_turn,
-    get_turn,
-    mark_preempted,
-    running_turn_ids,
-)
+from nightowl.store.turns import finish_turn, mark_preempted, other_running_turns
 from nightowl.tools.helper_agents import REPORT
 from nightowl.tools.providers import Toolbox
 
@@ -78,9 +73,7 @@ def build_turn_workflow(
     async def take_batch(turn_id: str) -> Batch:
         def still_stopping() -> bool:
             with database.read() as session:
-                turn = get_turn(session, turn_id)
-                marked_running = running_turn_ids(session, turn.conversation_id)
-            return any(other != turn_id for other in marked_running)
+                return bool(other_running_turns(session, turn_id))
 
         # A preempted turn's task marks itself stopped within milliseconds; wait for that so
         # two turns of a conversation never overlap (a turn of a dead worker: give up waiting).

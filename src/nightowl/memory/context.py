@@ -95,14 +95,17 @@ def memory_note(
     history: Sequence[Entry],
     log_entries: int = MAX_LOG_ENTRIES,
     recent: bool = True,
+    current: str | None = None,
 ) -> str:
     """The newest message's memory note ("" when there is nothing to say), with up to
     `log_entries` work-log entries (`recent`: not only relevant ones). Call it in a write
-    transaction: the work-log entries it finds relevant count as used."""
+    transaction: the work-log entries it finds relevant count as used. `current`: the
+    owner's profile as it is now, when the caller has it (it pinned it in this transaction)."""
     owner = owner_of(session, conversation_id)
     if owner is None:
         return ""
-    changes = profile_changes(pinned_profile, current_profile(session, owner))
+    now = current if current is not None else current_profile(session, owner)
+    changes = profile_changes(pinned_profile, now)
     log = [
         RecallItem(e.created_at, e.summary, e.trust)
         for e in recall_log(

@@ -150,7 +150,10 @@ def find_conversation(session: Session, conversation_id: str) -> ConversationInf
 
 def owner_of(session: Session, conversation_id: str) -> str | None:
     """The user a conversation belongs to (None: no such conversation)."""
-    return session.scalar(select(Conversation.owner_id).where(Conversation.id == conversation_id))
+    return session.scalar(_OWNER_OF, {"conversation_id": conversation_id})
+
+
+_OWNER_OF = select(Conversation.owner_id).where(Conversation.id == bindparam("conversation_id"))
 
 
 def kind_of(session: Session, conversation_id: str) -> str | None:
@@ -196,10 +199,14 @@ def find_by_client_id(session: Session, conversation_id: str, client_id: str) ->
 
 def find_by_server_key(session: Session, conversation_id: str, key: str) -> MessageInfo | None:
     """The message the server already stored under this key, if any."""
-    row = session.scalar(
-        select(Message).where(Message.conversation_id == conversation_id, Message.server_key == key)
-    )
+    row = session.scalar(_BY_SERVER_KEY, {"conversation_id": conversation_id, "key": key})
     return None if row is None else message_info(row)
+
+
+# Prebuilt: every message the agent sends looks for its key first.
+_BY_SERVER_KEY = select(Message).where(
+    Message.conversation_id == bindparam("conversation_id"), Message.server_key == bindparam("key")
+)
 
 
 _BUMP_SEQ = (

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -201,21 +201,25 @@ def mark_not_done(session: Session, routine_id: str, due: datetime, reason: str)
 
 def runs_taken_by(session: Session, turn_id: str) -> list[RunToCheck]:
     """The runs (fired, with a postcondition) whose message the turn took."""
-    rows = session.execute(
-        select(RoutineFiring.routine_id, Routine.owner_id, RoutineFiring.due_at, Routine.done_when)
-        .join(Routine, Routine.id == RoutineFiring.routine_id)
-        .join(Message, Message.id == RoutineFiring.message_id)
-        .where(
-            Message.turn_id == turn_id,
-            RoutineFiring.outcome == "ran",
-            Routine.done_when.is_not(None),
-        )
-    ).all()
+    rows = session.execute(_RUNS_TAKEN_BY, {"turn_id": turn_id}).all()
     return [
         RunToCheck(routine_id, owner_id, due, DoneWhen.model_validate(done_when))
         for routine_id, owner_id, due, done_when in rows
         if done_when
     ]
+
+
+# Prebuilt: every turn's finish runs it.
+_RUNS_TAKEN_BY = (
+    select(RoutineFiring.routine_id, Routine.owner_id, RoutineFiring.due_at, Routine.done_when)
+    .join(Routine, Routine.id == RoutineFiring.routine_id)
+    .join(Message, Message.id == RoutineFiring.message_id)
+    .where(
+        Message.turn_id == bindparam("turn_id"),
+        RoutineFiring.outcome == "ran",
+        Routine.done_when.is_not(None),
+    )
+)
 
 
 def sent_by(session: Session, turn_id: str) -> bool:

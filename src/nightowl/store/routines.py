@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.harness.done_when import DoneWhen
@@ -174,10 +174,14 @@ def get_routine(session: Session, routine_id: str, owner_id: str | None = None) 
 
 def list_routines(session: Session, owner_id: str | None = None) -> list[RoutineInfo]:
     """Routines, oldest first (all owners' when `owner_id` is None)."""
-    query = select(Routine).order_by(Routine.created_at)
-    if owner_id is not None:
-        query = query.where(Routine.owner_id == owner_id)
-    return [_info(row) for row in session.scalars(query)]
+    if owner_id is not None:  # every model call's profile reads them: prebuilt
+        return [_info(row) for row in session.scalars(_ROUTINES_OF, {"owner_id": owner_id})]
+    return [_info(row) for row in session.scalars(select(Routine).order_by(Routine.created_at))]
+
+
+_ROUTINES_OF = (
+    select(Routine).where(Routine.owner_id == bindparam("owner_id")).order_by(Routine.created_at)
+)
 
 
 def set_status(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.orm import Session
 
 from nightowl.store.errors import NotFound
@@ -75,10 +75,14 @@ def secrets_of(session: Session, owner_id: str) -> list[SecretInfo]:
 
 def sealed_of(session: Session, owner_id: str) -> list[tuple[str, str]]:
     """(name, ciphertext) of every secret of the owner."""
-    rows = session.execute(
-        select(SecretRow.name, SecretRow.ciphertext).where(SecretRow.owner_id == owner_id)
-    ).all()
+    rows = session.execute(_SEALED_OF, {"owner_id": owner_id}).all()
     return [(row[0], row[1]) for row in rows]
+
+
+# Prebuilt: every tool call reads them.
+_SEALED_OF = select(SecretRow.name, SecretRow.ciphertext).where(
+    SecretRow.owner_id == bindparam("owner_id")
+)
 
 
 def drop_secret(session: Session, owner_id: str, name: str) -> None:

@@ -98,15 +98,28 @@ def load_transcript(session: Session, conversation_id: str) -> list[Entry]:
     compaction, that compaction's summary entry and every entry after it."""
     compaction = latest_compaction(session, conversation_id)
     through = compaction.through_entry_id if compaction else 0
-    entries = [
-        Entry.from_dict(payload)
-        for payload in session.scalars(
-            select(TranscriptEntry.payload)
-            .where(TranscriptEntry.conversation_id == conversation_id, TranscriptEntry.id > through)
-            .order_by(TranscriptEntry.id)
-        )
-    ]
+    since = {"conversation_id": conversation_id, "through": through}
+    entries = [Entry.from_dict(payload) for payload in session.scalars(_ENTRIES_SINCE, since)]
     return [Entry.from_dict(compaction.entry), *entries] if compaction else entries
+
+
+# Prebuilt: every model call reads the transcript.
+_ENTRIES_SINCE = (
+    select(TranscriptEntry.payload)
+    .where(
+        TranscriptEntry.conversation_id == bindparam("conversation_id"),
+        TranscriptEntry.id > bindparam("through"),
+    )
+    .order_by(TranscriptEntry.id)
+)
+_TURNS_SINCE = (
+    select(TranscriptEntry.turn_id)
+    .where(
+        TranscriptEntry.conversation_id == bindparam("conversation_id"),
+        TranscriptEntry.id > bindparam("through"),
+    )
+    .distinct()
+)
 
 
 def transcript_turns(session: Session, conversation_id: str) -> set[str]:
@@ -114,11 +127,7 @@ def transcript_turns(session: Session, conversation_id: str) -> set[str]:
     compaction = latest_compaction(session, conversation_id)
     through = compaction.through_entry_id if compaction else 0
     return set(
-        session.scalars(
-            select(TranscriptEntry.turn_id)
-            .where(TranscriptEntry.conversation_id == conversation_id, TranscriptEntry.id > through)
-            .distinct()
-        )
+        session.scalars(_TURNS_SINCE, {"conversation_id": conversation_id, "through": through})
     )
 
 
@@ -189,11 +198,12 @@ def finish_model_call(
     """Record a model call's usage and cost (or its error), and `more` of its columns (its
     request's sections and meter), in one statement."""
     session.flush()  # a call recorded in this transaction is written first
-    session.connection().execute(
-        update(ModelCall)
-        .where(ModelCall.id == call_id)
-        .values(finished_at=utcnow(), error=error, cost_usd=cost_usd, **usage, **more)
-    )
+    values = {"finished_at": utcnow(), "error": error, "cost_usd": cost_usd, **usage, **more}
+    # Prebuilt: the SET clause is made of the columns given (one compiled form per set).
+    session.connection().execute(_FINISH_CALL, {"_call": call_id, **values})
+
+
+_FINISH_CALL = update(ModelCall).where(ModelCall.id == bindparam("_call"))
 
 
 def start_tool_run(
@@ -247,16 +257,21 @@ def previous_sections(
     """The section hashes of the conversation's latest request other than `before`, and when
     it was sent."""
     found = session.execute(
-        select(ModelCall.sections, ModelCall.started_at)
-        .where(
-            ModelCall.conversation_id == conversation_id,
-            ModelCall.id != before,
-            ModelCall.sections.is_not(None),
-        )
-        .order_by(ModelCall.started_at.desc(), ModelCall.id.desc())
-        .limit(1)
+        _PREVIOUS_SECTIONS, {"conversation_id": conversation_id, "before": before}
     ).first()
     return (list(found[0]), found[1]) if found is not None and found[0] is not None else None
+
+
+_PREVIOUS_SECTIONS = (
+    select(ModelCall.sections, ModelCall.started_at)
+    .where(
+        ModelCall.conversation_id == bindparam("conversation_id"),
+        ModelCall.id != bindparam("before"),
+        ModelCall.sections.is_not(None),
+    )
+    .order_by(ModelCall.started_at.desc(), ModelCall.id.desc())
+    .limit(1)
+)
 
 
 def record_sections(

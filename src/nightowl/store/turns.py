@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sqlalchemy import bindparam, func, insert, or_, select, update
+from sqlalchemy import bindparam, case, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.changes import Change, record_change
@@ -58,9 +58,14 @@ def lock_conversation(session: Session, conversation_id: str) -> None:
     """Serialise writers of one conversation until the transaction ends."""
     # SQLite's BEGIN IMMEDIATE already serialises writers; PostgreSQL needs the row lock.
     if session.get_bind().dialect.name == "postgresql":
-        session.execute(
-            select(Conversation.id).where(Conversation.id == conversation_id).with_for_update()
-        )
+        session.connection().execute(_LOCK_CONVERSATION, {"conversation_id": conversation_id})
+
+
+# Prebuilt (Core, on the session's connection): every turn runs these; a statement built per
+# call costs three to five times the CPU of running a prebuilt one (docs/operations.md).
+_LOCK_CONVERSATION = (
+    select(Conversation.id).where(Conversation.id == bindparam("conversation_id")).with_for_update()
+)
 
 
 _INSERT_TURN = insert(Turn)
@@ -135,19 +140,10 @@ def claim_batch(session: Session, turn_id: str) -> list[MessageInfo]:
     if turn is None:
         raise NotFound(f"no turn {turn_id!r}")
     lock_conversation(session, turn.conversation_id)
-    fields = MessageInfo.__dataclass_fields__
-    batch = [
-        MessageInfo(**row._asdict())
-        for row in session.execute(
-            select(*(getattr(Message, f) for f in fields))
-            .where(
-                Message.conversation_id == turn.conversation_id,
-                Message.role.in_(("user", "notice")),
-                or_(Message.turn_id.is_(None), Message.turn_id == turn_id),
-            )
-            .order_by(Message.seq)
-        )
-    ]
+    found = session.execute(
+        _UNTAKEN_MESSAGES, {"conversation_id": turn.conversation_id, "turn_id": turn_id}
+    )
+    batch = [MessageInfo(**row._asdict()) for row in found]
     untaken = [m.id for m in batch if m.turn_id is None]
     # One statement for the whole batch (a webhook storm can bring hundreds of messages).
     for start in range(0, len(untaken), 500):
@@ -167,6 +163,17 @@ def claim_batch(session: Session, turn_id: str) -> list[MessageInfo]:
     return [replace(m, turn_id=turn_id) for m in batch]
 
 
+_UNTAKEN_MESSAGES = (
+    select(*(getattr(Message, f) for f in MessageInfo.__dataclass_fields__))
+    .where(
+        Message.conversation_id == bindparam("conversation_id"),
+        or_(Message.role == "user", Message.role == "notice"),
+        or_(Message.turn_id.is_(None), Message.turn_id == bindparam("turn_id")),
+    )
+    .order_by(Message.seq)
+)
+
+
 def finish_turn(session: Session, turn_id: str, *, status: str, error: str | None = None) -> None:
     """Record how the turn ended (`done` or `failed`)."""
     session.execute(
@@ -182,14 +189,22 @@ def count_start(session: Session, turn_id: str) -> int:
 
     A turn that was waiting for an answer did not die while it ran: its count starts afresh.
     """
-    row = session.get(Turn, turn_id)
-    if row is None:
-        return 0
-    if row.waiting_on is not None:
-        row.starts_without_progress = 0
-    row.starts_without_progress += 1
-    session.flush()
-    return row.starts_without_progress
+    session.flush()  # Core on the session's connection: what the session holds goes first
+    found = session.connection().scalar(_COUNT_START, {"turn_id": turn_id})
+    return int(found or 0)
+
+
+# One statement (not a read and an ORM flush): every start of every turn runs it.
+_COUNT_START = (
+    update(Turn)
+    .where(Turn.id == bindparam("turn_id"))
+    .values(
+        starts_without_progress=case(
+            (Turn.waiting_on.is_not(None), 1), else_=Turn.starts_without_progress + 1
+        )
+    )
+    .returning(Turn.starts_without_progress)
+)
 
 
 def note_progress(session: Session, turn_id: str) -> None:
@@ -250,19 +265,34 @@ def running_turn_ids(session: Session, conversation_id: str) -> list[str]:
     return list(session.connection().scalars(_RUNNING, {"conversation_id": conversation_id}))
 
 
+def other_running_turns(session: Session, turn_id: str) -> list[str]:
+    """Turns of this turn's conversation, other than it, marked running (one statement)."""
+    return list(session.connection().scalars(_OTHERS_RUNNING, {"turn_id": turn_id}))
+
+
+_OTHERS_RUNNING = select(Turn.id).where(
+    Turn.conversation_id
+    == select(Turn.conversation_id).where(Turn.id == bindparam("turn_id")).scalar_subquery(),
+    Turn.status == "running",
+    Turn.id != bindparam("turn_id"),
+)
+
+
 def cut_off_turns(session: Session, conversation_id: str, except_turn: str) -> list[str]:
     """Earlier turns left running or preempted: interrupted, with no record written yet."""
-    return list(
-        session.scalars(
-            select(Turn.id)
-            .where(
-                Turn.conversation_id == conversation_id,
-                Turn.status.in_(("running", "preempted")),
-                Turn.id != except_turn,
-            )
-            .order_by(Turn.created_at)
-        )
+    found = {"conversation_id": conversation_id, "except_turn": except_turn}
+    return list(session.scalars(_CUT_OFF, found))
+
+
+_CUT_OFF = (
+    select(Turn.id)
+    .where(
+        Turn.conversation_id == bindparam("conversation_id"),
+        or_(Turn.status == "running", Turn.status == "preempted"),
+        Turn.id != bindparam("except_turn"),
     )
+    .order_by(Turn.created_at)
+)
 
 
 def mark_preempted(session: Session, turn_id: str) -> None:
@@ -376,12 +406,18 @@ def activities(session: Session, conversation_ids: list[str]) -> dict[str, str]:
 def note_routine(session: Session, turn_id: str, message_ids: list[str]) -> str | None:
     """Remember on the turn the routine whose firing is among its batch (its spending then
     counts against that routine); the routine's id, or None."""
-    key = session.scalar(
-        select(Trigger.idempotency_key)
-        .where(Trigger.message_id.in_(message_ids), Trigger.source == "routine")
-        .limit(1)
-    )
+    if not message_ids:
+        return None
+    key = session.scalar(_ROUTINE_KEY, {"message_ids": message_ids})
     routine_id = key.split(":", 1)[0] if key else None
     if routine_id is not None:
         session.execute(update(Turn).where(Turn.id == turn_id).values(routine_id=routine_id))
     return routine_id
+
+
+_ROUTINE_KEY = (
+    select(Trigger.idempotency_key)
+    .where(Trigger.message_id.in_(bindparam("message_ids", expanding=True)))
+    .where(Trigger.source == "routine")
+    .limit(1)
+)

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.errors import NotFound
@@ -189,11 +189,19 @@ def archive_unused_facts(session: Session, cutoff: datetime, now: datetime, by: 
 
 def list_facts(session: Session, user_id: str, include_archived: bool = False) -> list[FactInfo]:
     """The user's facts, oldest first (the profile's order)."""
-    query = select(MemoryFact).where(MemoryFact.user_id == user_id)
-    if not include_archived:
-        query = query.where(MemoryFact.archived_at.is_(None))
-    rows = session.scalars(query.order_by(MemoryFact.created_at, MemoryFact.id))
+    if include_archived:
+        query = select(MemoryFact).where(MemoryFact.user_id == user_id)
+        rows = session.scalars(query.order_by(MemoryFact.created_at, MemoryFact.id))
+    else:  # every model call's profile reads them: prebuilt
+        rows = session.scalars(_LIVE_FACTS, {"user_id": user_id})
     return [_info(row) for row in rows]
+
+
+_LIVE_FACTS = (
+    select(MemoryFact)
+    .where(MemoryFact.user_id == bindparam("user_id"), MemoryFact.archived_at.is_(None))
+    .order_by(MemoryFact.created_at, MemoryFact.id)
+)
 
 
 def mark_used(session: Session, user_id: str, fact_ids: Iterable[str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.orm import Session
 
 from nightowl.store.errors import NotFound
@@ -74,12 +74,16 @@ def insert_note(
 
 def live_notes(session: Session, user_id: str, now: datetime | None = None) -> list[NoteInfo]:
     """The user's notes that have not expired, oldest first."""
-    rows = session.scalars(
-        select(MemoryNote)
-        .where(MemoryNote.user_id == user_id, MemoryNote.expires_at > (now or utcnow()))
-        .order_by(MemoryNote.created_at, MemoryNote.id)
-    )
+    rows = session.scalars(_LIVE_NOTES, {"user_id": user_id, "now": now or utcnow()})
     return [_info(row) for row in rows]
+
+
+# Prebuilt: every turn's memory note reads them.
+_LIVE_NOTES = (
+    select(MemoryNote)
+    .where(MemoryNote.user_id == bindparam("user_id"), MemoryNote.expires_at > bindparam("now"))
+    .order_by(MemoryNote.created_at, MemoryNote.id)
+)
 
 
 def delete_note(session: Session, user_id: str, note_id: str) -> None:

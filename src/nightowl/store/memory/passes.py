@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from nightowl.store.conversations import MessageInfo, message_info
@@ -60,12 +60,16 @@ def pass_recorded(session: Session, turn_id: str) -> bool:
 
 def user_messages_of_turn(session: Session, turn_id: str) -> list[MessageInfo]:
     """The user messages a turn took, in order."""
-    rows = session.scalars(
-        select(Message)
-        .where(Message.turn_id == turn_id, Message.role == "user")
-        .order_by(Message.seq)
-    ).all()
+    rows = session.scalars(_USER_MESSAGES_OF_TURN, {"turn_id": turn_id}).all()
     return [message_info(row) for row in rows]
+
+
+# Prebuilt: every turn's memory pass reads them.
+_USER_MESSAGES_OF_TURN = (
+    select(Message)
+    .where(Message.turn_id == bindparam("turn_id"), Message.role == "user")
+    .order_by(Message.seq)
+)
 
 
 def record_consolidation(

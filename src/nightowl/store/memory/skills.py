@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from nightowl.store.errors import NotFound
@@ -134,15 +134,19 @@ def delete_skill(session: Session, user_id: str, skill_id: str) -> None:
 def skill_lines(session: Session, user_id: str) -> list[tuple[str, str, bool, str]]:
     """The user's skills by name as the prompt lists them: name, description, approved, trust
     (the bodies, up to 20,000 characters each, stay in the database)."""
-    rows = session.execute(
-        select(Skill.name, Skill.description, Skill.approved, Skill.trust)
-        .where(Skill.user_id == user_id)
-        .order_by(Skill.name)
-    )
+    rows = session.execute(_SKILL_LINES, {"user_id": user_id})
     return [
         (str(name), str(description), bool(approved), str(trust))
         for name, description, approved, trust in rows
     ]
+
+
+# Prebuilt: every model call's profile reads them.
+_SKILL_LINES = (
+    select(Skill.name, Skill.description, Skill.approved, Skill.trust)
+    .where(Skill.user_id == bindparam("user_id"))
+    .order_by(Skill.name)
+)
 
 
 def list_skills(session: Session, user_id: str) -> list[SkillInfo]:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from nightowl.store.errors import NotFound
@@ -48,8 +48,11 @@ def _info(row: WorkLogEntry) -> LogEntryInfo:
 
 def entry_of_turn(session: Session, turn_id: str) -> LogEntryInfo | None:
     """The entry a turn wrote, if it wrote one."""
-    found = session.scalar(select(WorkLogEntry).where(WorkLogEntry.turn_id == turn_id))
+    found = session.scalar(_ENTRY_OF_TURN, {"turn_id": turn_id})
     return None if found is None else _info(found)
+
+
+_ENTRY_OF_TURN = select(WorkLogEntry).where(WorkLogEntry.turn_id == bindparam("turn_id"))
 
 
 def insert_entry(
@@ -110,11 +113,20 @@ def recent_entries(
     session: Session, user_id: str, limit: int = 50, include_archived: bool = False
 ) -> list[LogEntryInfo]:
     """The user's newest entries, newest first."""
+    if not include_archived:  # every turn's memory note reads them: prebuilt
+        found = session.scalars(_RECENT_LIVE, {"user_id": user_id, "limit": limit})
+        return [_info(row) for row in found]
     query = select(WorkLogEntry).where(WorkLogEntry.user_id == user_id)
-    if not include_archived:
-        query = query.where(WorkLogEntry.archived_at.is_(None))
     query = query.order_by(WorkLogEntry.created_at.desc(), WorkLogEntry.id.desc()).limit(limit)
     return [_info(row) for row in session.scalars(query)]
+
+
+_RECENT_LIVE = (
+    select(WorkLogEntry)
+    .where(WorkLogEntry.user_id == bindparam("user_id"), WorkLogEntry.archived_at.is_(None))
+    .order_by(WorkLogEntry.created_at.desc(), WorkLogEntry.id.desc())
+    .limit(bindparam("limit"))
+)
 
 
 def entries_by_id(session: Session, user_id: str, ids: Iterable[str]) -> list[LogEntryInfo]:
@@ -136,11 +148,20 @@ def mark_used(session: Session, user_id: str, entry_ids: Iterable[str]) -> None:
     """Count a use of each entry (used entries are never archived for disuse)."""
     ids = list(set(entry_ids))
     if ids:
-        session.execute(
-            update(WorkLogEntry)
-            .where(WorkLogEntry.user_id == user_id, WorkLogEntry.id.in_(ids))
-            .values(use_count=WorkLogEntry.use_count + 1, last_used_at=utcnow())
-        )
+        session.execute(_MARK_USED, {"_user": user_id, "_ids": ids, "_now": utcnow()})
+
+
+# Prebuilt: every turn's memory note runs it.
+_MARK_USED = (
+    update(WorkLogEntry)
+    .where(
+        # Not named after columns: an UPDATE reserves those names for its SET clause.
+        WorkLogEntry.user_id == bindparam("_user"),
+        WorkLogEntry.id.in_(bindparam("_ids", expanding=True)),
+    )
+    .values(use_count=WorkLogEntry.use_count + 1, last_used_at=bindparam("_now"))
+    .execution_options(synchronize_session=False)
+)
 
 
 def archive_unused_entries(session: Session, cutoff: datetime, now: datetime) -> int:
