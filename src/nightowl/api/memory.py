@@ -324,18 +324,7 @@ def list_consolidations(user: CurrentUser, request: Request) -> list[Consolidati
     """Every consolidation of the caller's profile, newest first."""
     with database_of(request).read() as session:
         found = consolidations_of(session, user.id, limit=200)
-    return [
-        ConsolidationOut(
-            id=c.id,
-            turn_id=c.turn_id,
-            method=c.method,
-            removed=c.removed,
-            added=c.added,
-            detail=c.detail,
-            created_at=c.created_at,
-        )
-        for c in found
-    ]
+    return [ConsolidationOut.model_validate(c, from_attributes=True) for c in found]
 
 
 class ChangeOut(BaseModel):

@@ -82,3 +82,14 @@ def call_server(
         print_error(name, response.json()["error"]["message"])
         return None
     return response
+
+
+def call_and_say(
+    name: str, url: str | None, method: str, path: str, done: str, body: Any = None
+) -> int:
+    """One request to the server (see `call_server`) that answers nothing to show: print `done`
+    when it worked. The command's exit code: 0, or 2 once it has printed why it failed."""
+    if call_server(name, url, method, path, body) is None:
+        return 2
+    print(done)
+    return 0

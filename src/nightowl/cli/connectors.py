@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from nightowl.cli.client import Commands, call_server
+from nightowl.cli.client import Commands, call_and_say, call_server
 
 
 def add_commands(commands: Commands) -> None:
@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
     def request(method: str, path: str, body: Any = None) -> Any:
         return call_server("connectors", args.server_url, method, path, body)
 
+    def call(method: str, path: str, done: str, body: Any = None) -> int:
+        return call_and_say("connectors", args.server_url, method, path, done, body)
+
     if command == "add":
         if bool(args.url) == bool(args.command):
             print("nightowl connectors: give `-- COMMAND ARGS...` or `--url URL` (one of them)")
@@ -83,11 +86,8 @@ def run(args: argparse.Namespace) -> int:
             "description": args.description,
             "trusted": args.trusted,
         }
-        response = request("POST", "/v1/connectors", body)
-        if response is None:
-            return 2
-        print(f"added {args.name}; `nightowl connectors test {args.name}` connects now")
-        return 0
+        added = f"added {args.name}; `nightowl connectors test {args.name}` connects now"
+        return call("POST", "/v1/connectors", added, body)
     if command == "list":
         response = request("GET", "/v1/connectors")
         if response is None:
@@ -114,10 +114,7 @@ def run(args: argparse.Namespace) -> int:
             print("no connectors; `nightowl connectors add NAME -- COMMAND` adds one")
         return 0
     if command == "remove":
-        if request("DELETE", f"/v1/connectors/{args.name}") is None:
-            return 2
-        print(f"removed {args.name}")
-        return 0
+        return call("DELETE", f"/v1/connectors/{args.name}", f"removed {args.name}")
     if command == "test":
         response = request("POST", f"/v1/connectors/{args.name}/test")
         if response is None:
@@ -180,10 +177,7 @@ def run(args: argparse.Namespace) -> int:
             change = {"sampling": not args.no}
         else:
             change = {"effects": {args.tool: "" if args.effect == "default" else args.effect}}
-        if request("PATCH", f"/v1/connectors/{args.name}", change) is None:
-            return 2
-        print(f"changed {args.name}")
-        return 0
+        return call("PATCH", f"/v1/connectors/{args.name}", f"changed {args.name}", change)
     names = None if args.all or not args.names else args.names
     response = request(
         "PUT", f"/v1/conversations/{args.conversation}/connectors", {"connectors": names}

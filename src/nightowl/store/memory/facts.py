@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import MemoryFact
-from nightowl.store.memory_versions import Author, record, snapshot
+from nightowl.store.memory_versions import Author, record, remove_recorded, snapshot
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import User, utcnow
 
 
@@ -49,21 +50,7 @@ class FactInfo:
 
 
 def _info(row: MemoryFact) -> FactInfo:
-    return FactInfo(
-        row.id,
-        row.user_id,
-        row.text,
-        row.trust,
-        row.source_conversation_id,
-        row.source_message_id,
-        row.source_turn_id,
-        row.created_by,
-        row.created_at,
-        row.updated_at,
-        row.last_used_at,
-        row.use_count,
-        row.archived_at is not None,
-    )
+    return view_of(FactInfo, row, archived=row.archived_at is not None)
 
 
 def profile_size(session: Session, user_id: str) -> tuple[int, int]:
@@ -147,10 +134,8 @@ def delete_fact(session: Session, user_id: str, fact_id: str, by: Author) -> Fac
     """Delete a fact (its versions keep what it said: a revert brings it back); returns
     what it was."""
     row = _row(session, user_id, fact_id)
-    info, before = _info(row), snapshot(row)
-    session.delete(row)
-    session.flush()
-    record(session, "fact", fact_id, user_id, "removed", before, None, by)
+    info = _info(row)
+    remove_recorded(session, "fact", row, user_id, by)
     return info
 
 

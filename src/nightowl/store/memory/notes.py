@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session
 
 from nightowl.store.errors import NotFound
 from nightowl.store.memory_tables import MemoryNote
-from nightowl.store.memory_versions import OWNER, Author, record, snapshot
+from nightowl.store.memory_versions import Author, record, remove_recorded, snapshot
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import utcnow
 
 
@@ -28,15 +29,7 @@ class NoteInfo:
 
 
 def _info(row: MemoryNote) -> NoteInfo:
-    return NoteInfo(
-        row.id,
-        row.user_id,
-        row.conversation_id,
-        row.text,
-        row.created_at,
-        row.expires_at,
-        row.trust,
-    )
+    return view_of(NoteInfo, row)
 
 
 def find_note(session: Session, note_id: str) -> NoteInfo | None:
@@ -87,10 +80,7 @@ def delete_note(session: Session, user_id: str, note_id: str) -> None:
     row = session.get(MemoryNote, note_id)
     if row is None or row.user_id != user_id:
         raise NotFound(f"no note {note_id}")
-    before = snapshot(row)
-    session.delete(row)
-    session.flush()
-    record(session, "note", note_id, user_id, "removed", before, None, OWNER)
+    remove_recorded(session, "note", row, user_id)
 
 
 def delete_expired(session: Session, now: datetime | None = None) -> int:

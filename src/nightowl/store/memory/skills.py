@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import Skill
-from nightowl.store.memory_versions import OWNER, Author, record, snapshot
+from nightowl.store.memory_versions import OWNER, Author, record, remove_recorded, snapshot
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import utcnow
 
 
@@ -32,18 +33,7 @@ class SkillInfo:
 
 
 def _info(row: Skill) -> SkillInfo:
-    return SkillInfo(
-        row.id,
-        row.user_id,
-        row.name,
-        row.description,
-        row.body,
-        row.created_by,
-        row.approved,
-        row.created_at,
-        row.updated_at,
-        row.trust,
-    )
+    return view_of(SkillInfo, row)
 
 
 def save_skill(
@@ -125,10 +115,7 @@ def update_skill(
 def delete_skill(session: Session, user_id: str, skill_id: str) -> None:
     """Delete a skill (its versions keep it: a revert brings it back)."""
     row = _row(session, user_id, skill_id)
-    before = snapshot(row)
-    session.delete(row)
-    session.flush()
-    record(session, "skill", skill_id, user_id, "removed", before, None, OWNER)
+    remove_recorded(session, "skill", row, user_id)
 
 
 def skill_lines(session: Session, user_id: str) -> list[tuple[str, str, bool, str]]:

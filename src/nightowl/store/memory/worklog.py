@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import WorkLogEntry
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import utcnow
 
 
@@ -32,18 +33,7 @@ class LogEntryInfo:
 
 
 def _info(row: WorkLogEntry) -> LogEntryInfo:
-    return LogEntryInfo(
-        row.id,
-        row.user_id,
-        row.conversation_id,
-        row.turn_id,
-        row.summary,
-        row.created_at,
-        row.last_used_at,
-        row.use_count,
-        row.archived_at is not None,
-        row.trust,
-    )
+    return view_of(LogEntryInfo, row, archived=row.archived_at is not None)
 
 
 def entry_of_turn(session: Session, turn_id: str) -> LogEntryInfo | None:
