@@ -12,8 +12,8 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
+from nightowl.store.memory.owned import owned_item
 from nightowl.store.memory_tables import MemoryFact
 from nightowl.store.memory_versions import Author, record, remove_recorded, snapshot
 from nightowl.store.row_views import view_of
@@ -35,7 +35,6 @@ class FactInfo:
     """A profile fact as the owner, the prompt and the memory pass see it."""
 
     id: str
-    user_id: str
     text: str
     trust: str
     source_conversation_id: str | None
@@ -95,10 +94,7 @@ def insert_fact(
 
 
 def _row(session: Session, user_id: str, fact_id: str) -> MemoryFact:
-    row = session.get(MemoryFact, fact_id)
-    if row is None or row.user_id != user_id:
-        raise NotFound(f"no fact {fact_id}")
-    return row
+    return owned_item(session, MemoryFact, fact_id, user_id, f"no fact {fact_id}")
 
 
 def get_fact(session: Session, user_id: str, fact_id: str) -> FactInfo:

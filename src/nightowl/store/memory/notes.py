@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from nightowl.store.errors import NotFound
+from nightowl.store.memory.owned import owned_item
 from nightowl.store.memory_tables import MemoryNote
 from nightowl.store.memory_versions import Author, record, remove_recorded, snapshot
 from nightowl.store.row_views import view_of
@@ -20,12 +20,11 @@ class NoteInfo:
     """A note and when it expires."""
 
     id: str
-    user_id: str
     conversation_id: str | None
     text: str
     created_at: datetime
     expires_at: datetime
-    trust: str = "agent"
+    trust: str  # memory-trust: agent | untrusted (written in a turn that read outside text)
 
 
 def _info(row: MemoryNote) -> NoteInfo:
@@ -77,9 +76,7 @@ def live_notes(session: Session, user_id: str, now: datetime | None = None) -> l
 
 def delete_note(session: Session, user_id: str, note_id: str) -> None:
     """Delete one of the user's notes."""
-    row = session.get(MemoryNote, note_id)
-    if row is None or row.user_id != user_id:
-        raise NotFound(f"no note {note_id}")
+    row = owned_item(session, MemoryNote, note_id, user_id, f"no note {note_id}")
     remove_recorded(session, "note", row, user_id)
 
 

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
+from nightowl.store.memory.owned import owned_item
 from nightowl.store.memory_tables import Skill
 from nightowl.store.memory_versions import OWNER, Author, record, remove_recorded, snapshot
 from nightowl.store.row_views import view_of
@@ -21,7 +22,6 @@ class SkillInfo:
     """A skill."""
 
     id: str
-    user_id: str
     name: str
     description: str
     body: str
@@ -29,7 +29,7 @@ class SkillInfo:
     approved: bool
     created_at: datetime
     updated_at: datetime
-    trust: str = "owner"
+    trust: str  # memory-trust: owner | agent | untrusted (written in a turn that read outside text)
 
 
 def _info(row: Skill) -> SkillInfo:
@@ -67,10 +67,7 @@ def save_skill(
 
 
 def _row(session: Session, user_id: str, skill_id: str) -> Skill:
-    row = session.get(Skill, skill_id)
-    if row is None or row.user_id != user_id:
-        raise NotFound(f"no skill {skill_id}")
-    return row
+    return owned_item(session, Skill, skill_id, user_id, f"no skill {skill_id}")
 
 
 def get_skill(session: Session, user_id: str, skill_id: str) -> SkillInfo:

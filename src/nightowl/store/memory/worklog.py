@@ -9,8 +9,8 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
+from nightowl.store.memory.owned import owned_item
 from nightowl.store.memory_tables import WorkLogEntry
 from nightowl.store.row_views import view_of
 from nightowl.store.tables import utcnow
@@ -21,7 +21,6 @@ class LogEntryInfo:
     """A work-log entry."""
 
     id: str
-    user_id: str
     conversation_id: str | None
     turn_id: str | None
     summary: str
@@ -29,7 +28,7 @@ class LogEntryInfo:
     last_used_at: datetime | None
     use_count: int
     archived: bool
-    trust: str = "owner"
+    trust: str  # memory-trust: owner | member | untrusted (made from outside text)
 
 
 def _info(row: WorkLogEntry) -> LogEntryInfo:
@@ -67,10 +66,7 @@ def insert_entry(
 
 
 def _row(session: Session, user_id: str, entry_id: str) -> WorkLogEntry:
-    row = session.get(WorkLogEntry, entry_id)
-    if row is None or row.user_id != user_id:
-        raise NotFound(f"no work-log entry {entry_id}")
-    return row
+    return owned_item(session, WorkLogEntry, entry_id, user_id, f"no work-log entry {entry_id}")
 
 
 def get_entry(session: Session, user_id: str, entry_id: str) -> LogEntryInfo:
