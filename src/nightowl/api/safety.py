@@ -93,11 +93,16 @@ def _answer(
     return MessageOut.of(answered.message)
 
 
+def _still_open(request: Request, user: UserInfo, kind: str) -> list[MessageOut]:
+    """The owner's questions of this kind (approval, draft) that still take an answer."""
+    with database_of(request).read() as session:
+        return [MessageOut.of(m, "open") for m in open_requests(session, user.id, kind)]
+
+
 @routes.get("/approvals")
 def my_approvals(user: CurrentUser, request: Request) -> list[MessageOut]:
     """Actions held for the owner's approval, still open."""
-    with database_of(request).read() as session:
-        return [MessageOut.of(m, "open") for m in open_requests(session, user.id, "approval")]
+    return _still_open(request, user, "approval")
 
 
 @routes.post(
@@ -115,8 +120,7 @@ def decide(
 @routes.get("/drafts")
 def my_drafts(user: CurrentUser, request: Request) -> list[MessageOut]:
     """Drafts of sends (messages, payments) waiting for Send or Discard."""
-    with database_of(request).read() as session:
-        return [MessageOut.of(m, "open") for m in open_requests(session, user.id, "draft")]
+    return _still_open(request, user, "draft")
 
 
 @routes.post(

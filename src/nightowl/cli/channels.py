@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from nightowl.cli.client import Commands, call_and_say, call_server
+from nightowl.cli.client import Commands, Server
 
 
 def add_commands(commands: Commands) -> None:
@@ -57,18 +57,14 @@ def run(args: argparse.Namespace) -> int:
     """Carry out one `channels` subcommand; 0 when it worked, 2 when it did not."""
     command = args.channels_command
 
-    def request(method: str, path: str, body: Any = None) -> Any:
-        return call_server("channels", args.server_url, method, path, body)
-
-    def call(method: str, path: str, done: str, body: Any = None) -> int:
-        return call_and_say("channels", args.server_url, method, path, done, body)
+    server = Server("channels", args.server_url)
 
     if command == "add":
         body = {"name": args.name, "kind": args.kind, "settings": _settings(args.set)}
         added = f"added {args.name}; `nightowl channels test {args.name}` connects now"
-        return call("POST", "/v1/channels", added, body)
+        return server.call("POST", "/v1/channels", added, body)
     if command == "list":
-        response = request("GET", "/v1/channels")
+        response = server.request("GET", "/v1/channels")
         if response is None:
             return 2
         for c in response.json():
@@ -82,15 +78,15 @@ def run(args: argparse.Namespace) -> int:
             print("no channels; `nightowl channels add NAME --kind email --set ...` adds one")
         return 0
     if command == "remove":
-        return call("DELETE", f"/v1/channels/{args.name}", f"removed {args.name}")
+        return server.call("DELETE", f"/v1/channels/{args.name}", f"removed {args.name}")
     if command == "test":
-        response = request("POST", f"/v1/channels/{args.name}/test")
+        response = server.request("POST", f"/v1/channels/{args.name}/test")
         if response is None:
             return 2
         report = response.json()
         print(f"{args.name} {'works' if report['ok'] else 'failed'}: {report['detail']}")
         return 0 if report["ok"] else 2
-    return call(
+    return server.call(
         "POST",
         f"/v1/conversations/{args.conversation}/channels",
         f"{args.conversation} is shown on {args.name} from its next message on",

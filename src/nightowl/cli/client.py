@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import ValidationError
@@ -93,3 +94,19 @@ def call_and_say(
         return 2
     print(done)
     return 0
+
+
+@dataclass(frozen=True)
+class Server:
+    """The running server as one command (`nightowl NAME ...`) reaches it."""
+
+    name: str
+    url: str | None
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """The response, or None once it has printed why it failed (see `call_server`)."""
+        return call_server(self.name, self.url, method, path, body)
+
+    def call(self, method: str, path: str, done: str, body: Any = None) -> int:
+        """A request that answers nothing to show: the exit code (see `call_and_say`)."""
+        return call_and_say(self.name, self.url, method, path, done, body)

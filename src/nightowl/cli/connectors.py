@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from nightowl.cli.client import Commands, call_and_say, call_server
+from nightowl.cli.client import Commands, Server
 
 
 def add_commands(commands: Commands) -> None:
@@ -66,11 +66,7 @@ def run(args: argparse.Namespace) -> int:
     """Carry out one `connectors` subcommand; 0 when it worked, 2 when it did not."""
     command = args.connectors_command
 
-    def request(method: str, path: str, body: Any = None) -> Any:
-        return call_server("connectors", args.server_url, method, path, body)
-
-    def call(method: str, path: str, done: str, body: Any = None) -> int:
-        return call_and_say("connectors", args.server_url, method, path, done, body)
+    server = Server("connectors", args.server_url)
 
     if command == "add":
         if bool(args.url) == bool(args.command):
@@ -87,9 +83,9 @@ def run(args: argparse.Namespace) -> int:
             "trusted": args.trusted,
         }
         added = f"added {args.name}; `nightowl connectors test {args.name}` connects now"
-        return call("POST", "/v1/connectors", added, body)
+        return server.call("POST", "/v1/connectors", added, body)
     if command == "list":
-        response = request("GET", "/v1/connectors")
+        response = server.request("GET", "/v1/connectors")
         if response is None:
             return 2
         for c in response.json():
@@ -114,9 +110,9 @@ def run(args: argparse.Namespace) -> int:
             print("no connectors; `nightowl connectors add NAME -- COMMAND` adds one")
         return 0
     if command == "remove":
-        return call("DELETE", f"/v1/connectors/{args.name}", f"removed {args.name}")
+        return server.call("DELETE", f"/v1/connectors/{args.name}", f"removed {args.name}")
     if command == "test":
-        response = request("POST", f"/v1/connectors/{args.name}/test")
+        response = server.request("POST", f"/v1/connectors/{args.name}/test")
         if response is None:
             return 2
         report = response.json()
@@ -133,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             )
         return 0
     if command == "diff":
-        response = request("GET", f"/v1/connectors/{args.name}/diff")
+        response = server.request("GET", f"/v1/connectors/{args.name}/diff")
         if response is None:
             return 2
         changes = response.json()
@@ -150,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if command == "approve":
         body = {"tools": args.tools or None}
-        response = request("POST", f"/v1/connectors/{args.name}/approve", body)
+        response = server.request("POST", f"/v1/connectors/{args.name}/approve", body)
         if response is None:
             return 2
         held = response.json()["held"]
@@ -161,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     if command == "authorize":
-        response = request("POST", f"/v1/connectors/{args.name}/authorize")
+        response = server.request("POST", f"/v1/connectors/{args.name}/authorize")
         if response is None:
             return 2
         url = response.json()["authorize_url"]
@@ -177,9 +173,9 @@ def run(args: argparse.Namespace) -> int:
             change = {"sampling": not args.no}
         else:
             change = {"effects": {args.tool: "" if args.effect == "default" else args.effect}}
-        return call("PATCH", f"/v1/connectors/{args.name}", f"changed {args.name}", change)
+        return server.call("PATCH", f"/v1/connectors/{args.name}", f"changed {args.name}", change)
     names = None if args.all or not args.names else args.names
-    response = request(
+    response = server.request(
         "PUT", f"/v1/conversations/{args.conversation}/connectors", {"connectors": names}
     )
     if response is None:
