@@ -16,6 +16,8 @@ from pydantic import ValidationError
 from nightowl.config import Settings
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from nightowl.store.database import Database
 
 # argparse's registry of subcommands, which each command group adds its parsers to (argparse
@@ -47,6 +49,16 @@ def open_store(settings: Settings) -> Iterator[Database]:
         yield database
     finally:
         database.dispose()
+
+
+@contextmanager
+def owner_session(settings: Settings) -> Iterator[tuple[Session, str]]:
+    """One transaction on the migrated app store, opened directly, and the owner's user id
+    (the owner made on first use): what a command that reports to the owner reads."""
+    from nightowl.store.users import ensure_owner
+
+    with open_store(settings) as database, database.write() as session:
+        yield session, ensure_owner(session).id
 
 
 def owner_token(settings: Settings) -> str:
