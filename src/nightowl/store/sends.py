@@ -51,17 +51,7 @@ def record_send_intent(session: Session, key: str, intent: SendIntent) -> SendIn
     row = session.get(SendRecord, key)
     if row is not None:
         return _info(row)
-    session.add(
-        SendRecord(
-            idempotency_key=key,
-            status="intent",
-            owner_id=intent.owner_id,
-            conversation_id=intent.conversation_id,
-            turn_id=intent.turn_id,
-            tool=intent.tool,
-            payload=intent.payload,
-        )
-    )
+    session.add(SendRecord(idempotency_key=key, status="intent", **vars(intent)))
     return None
 
 
