@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from fastapi import APIRouter
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, HTMLResponse
 
+from nightowl.api.pages import WEB_DIR, page_response
 from nightowl.store.errors import NotFound
 
-WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 _ASSET = re.compile(r"^[a-z0-9-]+\.(js|css|svg|png|webmanifest)$")
 _TYPES = {
     "js": "text/javascript",
@@ -42,9 +41,9 @@ def index() -> FileResponse:
 
 
 @routes.get("/memory")
-def memory_page() -> FileResponse:
+def memory_page() -> HTMLResponse:
     """The memory page: see, search and correct what nightowl remembers."""
-    return _web_file("memory.html")
+    return page_response("memory", SECURITY_HEADERS)
 
 
 @routes.get("/sw.js")
@@ -60,39 +59,39 @@ def manifest() -> FileResponse:
 
 
 @routes.get("/connectors")
-def connectors_page() -> FileResponse:
+def connectors_page() -> HTMLResponse:
     """The connectors page: list, add, test, authorise and remove MCP connectors."""
-    return _web_file("connectors.html")
+    return page_response("connectors", SECURITY_HEADERS)
 
 
 @routes.get("/channels")
-def channels_page() -> FileResponse:
+def channels_page() -> HTMLResponse:
     """The channels page: list, add, test and remove e-mail and Matrix channels."""
-    return _web_file("channels.html")
+    return page_response("channels", SECURITY_HEADERS)
 
 
 @routes.get("/timeline")
-def timeline_page() -> FileResponse:
+def timeline_page() -> HTMLResponse:
     """A turn's timeline: its model calls, tool runs and safety decisions, in order."""
-    return _web_file("timeline.html")
+    return page_response("timeline", SECURITY_HEADERS)
 
 
 @routes.get("/evals")
-def evals_page() -> FileResponse:
+def evals_page() -> HTMLResponse:
     """The evals page: cases made from failures, their last results per model, trends."""
-    return _web_file("evals.html")
+    return page_response("evals", SECURITY_HEADERS)
 
 
 @routes.get("/report")
-def report_page() -> FileResponse:
+def report_page() -> HTMLResponse:
     """The autonomy report: actions, answers and spending per day, with a plot."""
-    return _web_file("report.html")
+    return page_response("report", SECURITY_HEADERS)
 
 
 @routes.get("/routines")
-def routines_page() -> FileResponse:
+def routines_page() -> HTMLResponse:
     """The Routines page: each routine, its due times and their outcomes; pause or delete."""
-    return _web_file("routines.html")
+    return page_response("routines", SECURITY_HEADERS)
 
 
 @routes.get("/app/{name}")
