@@ -72,14 +72,8 @@ class ChannelOut(BaseModel):
     @classmethod
     def of(cls, info: ChannelInfo, counts: dict[str, int], public_url: str) -> ChannelOut:
         return cls(
-            name=info.name,
-            kind=info.kind,
-            settings=info.settings,
-            status=info.status,
-            error=info.error,
+            **vars(info),
             deliveries=counts,
-            created_at=info.created_at,
-            listener=info.listener,
             ingress_url=(
                 f"{public_url.rstrip('/')}/v1/ingress/{info.id}" if takes_http(info.kind) else ""
             ),

@@ -16,14 +16,15 @@ import re
 from pathlib import Path
 
 from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, HTMLResponse
 from pydantic import BaseModel
 
 from nightowl.api.auth import CurrentUser
 from nightowl.api.errors import ApiError, error_responses
 from nightowl.api.inputs import PathId
+from nightowl.api.pages import page_response
 from nightowl.api.revocation import token_watch_of
-from nightowl.api.webapp import SECURITY_HEADERS, WEB_DIR
+from nightowl.api.webapp import SECURITY_HEADERS
 from nightowl.computer.desktop import HEIGHT, WIDTH, DesktopError, Desktops, DisplayState
 from nightowl.computer.remote_desktop import RemoteDesktops
 from nightowl.computer.sandbox import SandboxError
@@ -193,9 +194,9 @@ async def _live_view(websocket: WebSocket, agent: str) -> None:
 
 
 @routes.get("/display", include_in_schema=False)
-def display_page() -> FileResponse:
+def display_page() -> HTMLResponse:
     """The live view page (`/display#agent=<conversation id>`; the token comes from the app)."""
-    return FileResponse(WEB_DIR / "display.html", media_type="text/html", headers=PAGE_HEADERS)
+    return page_response("display", PAGE_HEADERS)
 
 
 @routes.get("/novnc/{path:path}", include_in_schema=False)

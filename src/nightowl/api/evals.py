@@ -77,16 +77,9 @@ class CaseOut(BaseModel):
     @classmethod
     def of(cls, info: CaseInfo, full: bool = False) -> CaseOut:
         return cls(
-            id=info.id,
-            source=info.source,
-            status=info.status,
-            title=info.title,
-            conversation_id=info.conversation_id,
-            message_id=info.message_id,
+            **vars(info),  # the fields that are not in `data` (the rest are left out)
             owner_words=str(info.data.get("owner_words", "")),
             failed_reply=str(info.data.get("failed_reply", "")),
-            checker=info.checker,
-            created_at=info.created_at,
             history=list(info.data.get("history", [])) if full else [],
             tool_results=list(info.data.get("tool_results", [])) if full else [],
         )
@@ -165,16 +158,7 @@ def cases(
     by_case: dict[str, list[ResultOut]] = {}
     for result in results:
         by_case.setdefault(result.case_id, []).append(
-            ResultOut(
-                run_id=result.run_id,
-                model=result.model,
-                passed=result.passed,
-                error=result.error,
-                cost_usd=result.cost_usd,
-                tokens=result.tokens,
-                seconds=result.seconds,
-                created_at=result.created_at,
-            )
+            ResultOut.model_validate(result, from_attributes=True)
         )
     for case in found:
         case.results = by_case.get(case.id, [])

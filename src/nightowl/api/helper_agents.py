@@ -44,21 +44,13 @@ class HelperOut(BaseModel):
 
     @classmethod
     def of(cls, helper: HelperInfo, spent: tuple[int, float]) -> HelperOut:
-        return cls(
-            id=helper.id,
-            conversation_id=helper.parent_conversation_id,
-            name=helper.name,
-            kind=helper.kind,
-            status=helper.status,
-            task=helper.title,
-            progress=helper.progress,
-            report=helper.report,
-            tokens=spent[0],
-            cost_usd=round(spent[1], 6),
-            created_at=helper.created_at,
-            started_at=helper.started_at,
-            finished_at=helper.finished_at,
-        )
+        # Shown from the parent's side: its conversation, and the task by its title.
+        shown = {
+            **vars(helper),
+            "conversation_id": helper.parent_conversation_id,
+            "task": helper.title,
+        }
+        return cls(**shown, tokens=spent[0], cost_usd=round(spent[1], 6))
 
 
 def _helpers(request: Request, conversation_id: str, user_id: str) -> list[HelperOut]:

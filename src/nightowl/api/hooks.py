@@ -53,14 +53,7 @@ class HookOut(BaseModel):
 
     @classmethod
     def of(cls, info: WebhookInfo, secret: str | None = None) -> HookOut:
-        return cls(
-            id=info.id,
-            name=info.name,
-            conversation_id=info.conversation_id,
-            url_path=f"/v1/hooks/{info.id}",
-            created_at=info.created_at,
-            secret=secret,
-        )
+        return cls(**vars(info), url_path=f"/v1/hooks/{info.id}", secret=secret)
 
 
 @routes.post("/v1/hooks", status_code=201)

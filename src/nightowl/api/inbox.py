@@ -8,7 +8,7 @@ Items are answered with the calls the conversation uses (`POST …/messages/{id}
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
@@ -18,28 +18,16 @@ from nightowl.api.errors import error_responses
 from nightowl.api.inputs import Id
 from nightowl.api.schemas import MessageOut
 from nightowl.store.conversations import get_conversation
-from nightowl.store.inbox import KINDS, InboxItem, inbox_items
+from nightowl.store.inbox import KINDS, InboxItem, InboxKind, inbox_items
 
 routes = APIRouter(prefix="/v1", tags=["inbox"])
-
-ItemKind = Literal[
-    "approval",
-    "question",
-    "draft",
-    "helper_report",
-    "failed_turn",
-    "stopped_turn",
-    "budget_stop",
-    "connector_change",
-    "memory_suggestion",
-]
 
 
 class InboxItemOut(BaseModel):
     """One thing waiting on the caller: what it is, where it lives, when it expires."""
 
     id: str  # the message that asks or tells
-    kind: ItemKind
+    kind: InboxKind
     conversation_id: str
     conversation_title: str
     link: str  # the item in the web app ("/#c=<conversation>&m=<message>")
@@ -78,7 +66,7 @@ def my_inbox(
         Id | None, Query(description="Only this conversation's items.")
     ] = None,
     kind: Annotated[
-        list[ItemKind] | None, Query(max_length=len(KINDS), description="Only these kinds.")
+        list[InboxKind] | None, Query(max_length=len(KINDS), description="Only these kinds.")
     ] = None,
 ) -> InboxOut:
     """Open questions, approvals, drafts, unread helper reports, failed or stopped turns and

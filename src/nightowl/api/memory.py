@@ -3,6 +3,7 @@ Another user's items answer 404; bad input answers 422 saying what to send."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -16,26 +17,18 @@ from nightowl.memory import facts, notes, skills, worklog
 from nightowl.memory.hybrid import search_memory
 from nightowl.memory.search import Kind
 from nightowl.store import memory_versions as versions
-from nightowl.store.memory.passes import consolidations_of
+from nightowl.store.memory.facts import FactInfo
+from nightowl.store.memory.notes import NoteInfo
+from nightowl.store.memory.passes import ConsolidationInfo, consolidations_of
+from nightowl.store.memory.skills import SkillInfo
+from nightowl.store.memory.worklog import LogEntryInfo
 
 routes = APIRouter(prefix="/v1/memory", tags=["memory"])
 
 
-class FactOut(BaseModel):
+@dataclass(frozen=True)
+class FactOut(FactInfo):
     """A profile fact and where it came from."""
-
-    id: str
-    text: str
-    trust: str
-    source_conversation_id: str | None
-    source_message_id: str | None
-    source_turn_id: str | None
-    created_by: str
-    created_at: datetime
-    updated_at: datetime
-    last_used_at: datetime | None
-    use_count: int
-    archived: bool
 
 
 class NewFact(RequestBody):
@@ -51,18 +44,9 @@ class FactChange(RequestBody):
     archived: bool | None = None
 
 
-class LogEntryOut(BaseModel):
+@dataclass(frozen=True)
+class LogEntryOut(LogEntryInfo):
     """A work-log entry."""
-
-    id: str
-    conversation_id: str | None
-    turn_id: str | None
-    summary: str
-    created_at: datetime
-    last_used_at: datetime | None
-    use_count: int
-    archived: bool
-    trust: str  # memory-trust: owner | member | untrusted (made from outside text)
 
 
 class LogChange(RequestBody):
@@ -71,29 +55,14 @@ class LogChange(RequestBody):
     summary: SafeText = Field(min_length=1, max_length=worklog.MAX_ENTRY_CHARS)
 
 
-class NoteOut(BaseModel):
+@dataclass(frozen=True)
+class NoteOut(NoteInfo):
     """A live note."""
 
-    id: str
-    conversation_id: str | None
-    text: str
-    created_at: datetime
-    expires_at: datetime
-    trust: str  # memory-trust: agent | untrusted (written in a turn that read outside text)
 
-
-class SkillOut(BaseModel):
+@dataclass(frozen=True)
+class SkillOut(SkillInfo):
     """A skill."""
-
-    id: str
-    name: str
-    description: str
-    body: str
-    created_by: str
-    approved: bool
-    created_at: datetime
-    updated_at: datetime
-    trust: str  # memory-trust: owner | agent | untrusted (written in a turn that read outside text)
 
 
 class NewSkill(RequestBody):
@@ -126,16 +95,9 @@ class HitOut(BaseModel):
     score: float
 
 
-class ConsolidationOut(BaseModel):
+@dataclass(frozen=True)
+class ConsolidationOut(ConsolidationInfo):
     """A consolidation of a full profile."""
-
-    id: str
-    turn_id: str | None
-    method: str
-    removed: list[str]
-    added: list[str]
-    detail: str
-    created_at: datetime
 
 
 class MemorySummary(BaseModel):
@@ -147,16 +109,16 @@ class MemorySummary(BaseModel):
     max_characters: int
 
 
-def _fact(info: facts.FactInfo) -> FactOut:
-    return FactOut.model_validate(info, from_attributes=True)  # without user_id
+def _fact(info: FactInfo) -> FactOut:
+    return FactOut(**vars(info))
 
 
-def _entry(info: worklog.LogEntryInfo) -> LogEntryOut:
-    return LogEntryOut.model_validate(info, from_attributes=True)  # without user_id
+def _entry(info: LogEntryInfo) -> LogEntryOut:
+    return LogEntryOut(**vars(info))
 
 
-def _skill(info: skills.SkillInfo) -> SkillOut:
-    return SkillOut.model_validate(info, from_attributes=True)  # without user_id
+def _skill(info: SkillInfo) -> SkillOut:
+    return SkillOut(**vars(info))
 
 
 @routes.get("")
@@ -244,7 +206,7 @@ def list_notes(user: CurrentUser, request: Request) -> list[NoteOut]:
     """Notes that have not expired."""
     with database_of(request).read() as session:
         found = notes.live_notes(session, user.id)
-    return [NoteOut.model_validate(n, from_attributes=True) for n in found]
+    return [NoteOut(**vars(n)) for n in found]
 
 
 @routes.delete("/notes/{note_id}", status_code=204)
@@ -324,18 +286,7 @@ def list_consolidations(user: CurrentUser, request: Request) -> list[Consolidati
     """Every consolidation of the caller's profile, newest first."""
     with database_of(request).read() as session:
         found = consolidations_of(session, user.id, limit=200)
-    return [
-        ConsolidationOut(
-            id=c.id,
-            turn_id=c.turn_id,
-            method=c.method,
-            removed=c.removed,
-            added=c.added,
-            detail=c.detail,
-            created_at=c.created_at,
-        )
-        for c in found
-    ]
+    return [ConsolidationOut(**vars(c)) for c in found]
 
 
 class ChangeOut(BaseModel):

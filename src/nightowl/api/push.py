@@ -128,12 +128,7 @@ def my_settings(user: CurrentUser, request: Request) -> PushSettingsBody:
     """The caller's push settings."""
     with database_of(request).read() as session:
         found = settings_of(session, user.id)
-    return PushSettingsBody(
-        quiet_start=found.quiet_start,
-        quiet_end=found.quiet_end,
-        timezone=found.timezone,
-        include_text=found.include_text,
-    )
+    return PushSettingsBody(**vars(found))
 
 
 @routes.put("/settings")

@@ -98,24 +98,7 @@ class RoutineOut(BaseModel):
 
     @classmethod
     def of(cls, info: RoutineInfo, counts: dict[str, int] | None = None) -> RoutineOut:
-        return cls(
-            id=info.id,
-            name=info.name,
-            prompt=info.prompt,
-            cron=info.cron,
-            timezone=info.timezone,
-            status=info.status,
-            created_by=info.created_by,
-            conversation_id=info.conversation_id,
-            created_at=info.created_at,
-            last_fired_at=info.last_fired_at,
-            trust=info.trust,
-            catch_up=info.catch_up,
-            watch=info.watch,
-            done_when=info.done_when,
-            quiet_hours=info.quiet_hours,
-            outcomes=Outcomes(**(counts or {})),
-        )
+        return cls(**vars(info), outcomes=Outcomes(**(counts or {})))
 
 
 class FiringOut(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -14,7 +15,7 @@ from nightowl.api.inputs import MAX_INT64, Id, PathId, RequestBody, SafeText, Se
 from nightowl.api.schemas import MessageOut, seen_before
 from nightowl.router.router import Router
 from nightowl.safety.vault import set_allowed_hosts, set_secret
-from nightowl.store.audit import audit_log
+from nightowl.store.audit import AuditInfo, audit_log
 from nightowl.store.pending import conversation_of, open_requests
 from nightowl.store.secrets import drop_secret, secrets_of
 from nightowl.store.users import UserInfo
@@ -37,19 +38,9 @@ class DraftAnswer(RequestBody):
     text: SafeText | None = Field(default=None, max_length=32_000)
 
 
-class AuditOut(BaseModel):
+@dataclass(frozen=True)
+class AuditOut(AuditInfo):
     """One audit entry."""
-
-    id: int
-    at: datetime
-    conversation_id: str
-    turn_id: str
-    kind: str
-    tool: str
-    effect: str
-    decision: str
-    reason: str
-    detail: dict[str, Any]
 
 
 class SecretOut(BaseModel):
@@ -102,11 +93,16 @@ def _answer(
     return MessageOut.of(answered.message)
 
 
+def _still_open(request: Request, user: UserInfo, kind: str) -> list[MessageOut]:
+    """The owner's questions of this kind (approval, draft) that still take an answer."""
+    with database_of(request).read() as session:
+        return [MessageOut.of(m, "open") for m in open_requests(session, user.id, kind)]
+
+
 @routes.get("/approvals")
 def my_approvals(user: CurrentUser, request: Request) -> list[MessageOut]:
     """Actions held for the owner's approval, still open."""
-    with database_of(request).read() as session:
-        return [MessageOut.of(m, "open") for m in open_requests(session, user.id, "approval")]
+    return _still_open(request, user, "approval")
 
 
 @routes.post(
@@ -124,8 +120,7 @@ def decide(
 @routes.get("/drafts")
 def my_drafts(user: CurrentUser, request: Request) -> list[MessageOut]:
     """Drafts of sends (messages, payments) waiting for Send or Discard."""
-    with database_of(request).read() as session:
-        return [MessageOut.of(m, "open") for m in open_requests(session, user.id, "draft")]
+    return _still_open(request, user, "draft")
 
 
 @routes.post(

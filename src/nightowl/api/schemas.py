@@ -57,19 +57,7 @@ class ConversationOut(BaseModel):
     def of(
         cls, info: ConversationInfo, *, unread: int = 0, preview: str = "", activity: str = ""
     ) -> ConversationOut:
-        return cls(
-            id=info.id,
-            kind=info.kind,
-            channel=info.channel,
-            title=info.title,
-            last_seq=info.last_seq,
-            read_seq=info.read_seq,
-            unread=unread,
-            preview=preview,
-            activity=activity,
-            created_at=info.created_at,
-            updated_at=info.updated_at,
-        )
+        return cls(**vars(info), unread=unread, preview=preview, activity=activity)
 
 
 class ReadPosition(RequestBody):
@@ -175,20 +163,13 @@ class MessageOut(BaseModel):
                 draft=asked.get("draft"),
                 action=ActionOut(**asked["action"]) if asked.get("action") else None,
             )
+        # The stored fields a client sees (not `meta` or the server's key), the rest from meta.
+        shown = {**vars(info), "turn_id": info.turn_id if info.role == "agent" else None}
         return cls(
-            id=info.id,
-            conversation_id=info.conversation_id,
-            seq=info.seq,
-            role=info.role,
-            author_id=info.author_id,
-            body=info.body,
-            client_id=info.client_id,
-            trust=info.trust,
-            created_at=info.created_at,
+            **shown,
             important=bool(meta.get("important")),
             files=files,
             controls=controls,
-            turn_id=info.turn_id if info.role == "agent" else None,
             answer_to=meta.get("answer_to"),
             answer=meta.get("answer"),
         )

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from fastapi import APIRouter
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, HTMLResponse
 
+from nightowl.api.pages import WEB_DIR, page_response
 from nightowl.store.errors import NotFound
 
-WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 _ASSET = re.compile(r"^[a-z0-9-]+\.(js|css|svg|png|webmanifest)$")
 _TYPES = {
     "js": "text/javascript",
@@ -38,67 +37,61 @@ routes = APIRouter(include_in_schema=False)
 @routes.get("/")
 def index() -> FileResponse:
     """The app's page (the token arrives in the URL fragment, which never reaches a server)."""
-    return FileResponse(WEB_DIR / "index.html", media_type="text/html", headers=SECURITY_HEADERS)
+    return _web_file("index.html")
 
 
 @routes.get("/memory")
-def memory_page() -> FileResponse:
+def memory_page() -> HTMLResponse:
     """The memory page: see, search and correct what nightowl remembers."""
-    return FileResponse(WEB_DIR / "memory.html", media_type="text/html", headers=SECURITY_HEADERS)
+    return page_response("memory", SECURITY_HEADERS)
 
 
 @routes.get("/sw.js")
 def service_worker() -> FileResponse:
     """The service worker, served from the root so it controls the whole app (scope /)."""
-    return FileResponse(WEB_DIR / "sw.js", media_type="text/javascript", headers=SECURITY_HEADERS)
+    return _web_file("sw.js", "text/javascript")
 
 
 @routes.get("/manifest.webmanifest")
 def manifest() -> FileResponse:
     """The web app manifest: what makes the app installable (name, icons, start page)."""
-    return FileResponse(
-        WEB_DIR / "manifest.webmanifest",
-        media_type="application/manifest+json",
-        headers=SECURITY_HEADERS,
-    )
+    return _web_file("manifest.webmanifest", "application/manifest+json")
 
 
 @routes.get("/connectors")
-def connectors_page() -> FileResponse:
+def connectors_page() -> HTMLResponse:
     """The connectors page: list, add, test, authorise and remove MCP connectors."""
-    return FileResponse(
-        WEB_DIR / "connectors.html", media_type="text/html", headers=SECURITY_HEADERS
-    )
+    return page_response("connectors", SECURITY_HEADERS)
 
 
 @routes.get("/channels")
-def channels_page() -> FileResponse:
+def channels_page() -> HTMLResponse:
     """The channels page: list, add, test and remove e-mail and Matrix channels."""
-    return FileResponse(WEB_DIR / "channels.html", media_type="text/html", headers=SECURITY_HEADERS)
+    return page_response("channels", SECURITY_HEADERS)
 
 
 @routes.get("/timeline")
-def timeline_page() -> FileResponse:
+def timeline_page() -> HTMLResponse:
     """A turn's timeline: its model calls, tool runs and safety decisions, in order."""
-    return FileResponse(WEB_DIR / "timeline.html", media_type="text/html", headers=SECURITY_HEADERS)
+    return page_response("timeline", SECURITY_HEADERS)
 
 
 @routes.get("/evals")
-def evals_page() -> FileResponse:
+def evals_page() -> HTMLResponse:
     """The evals page: cases made from failures, their last results per model, trends."""
-    return FileResponse(WEB_DIR / "evals.html", media_type="text/html", headers=SECURITY_HEADERS)
+    return page_response("evals", SECURITY_HEADERS)
 
 
 @routes.get("/report")
-def report_page() -> FileResponse:
+def report_page() -> HTMLResponse:
     """The autonomy report: actions, answers and spending per day, with a plot."""
-    return FileResponse(WEB_DIR / "report.html", media_type="text/html", headers=SECURITY_HEADERS)
+    return page_response("report", SECURITY_HEADERS)
 
 
 @routes.get("/routines")
-def routines_page() -> FileResponse:
+def routines_page() -> HTMLResponse:
     """The Routines page: each routine, its due times and their outcomes; pause or delete."""
-    return FileResponse(WEB_DIR / "routines.html", media_type="text/html", headers=SECURITY_HEADERS)
+    return page_response("routines", SECURITY_HEADERS)
 
 
 @routes.get("/app/{name}")
@@ -108,4 +101,9 @@ def asset(name: str) -> FileResponse:
     path = WEB_DIR / name
     if match is None or not path.is_file():
         raise NotFound(f"no app file {name!r}")
-    return FileResponse(path, media_type=_TYPES[match.group(1)], headers=SECURITY_HEADERS)
+    return _web_file(name, _TYPES[match.group(1)])
+
+
+def _web_file(name: str, media_type: str = "text/html") -> FileResponse:
+    """A file of the app, sent with the security headers every page and asset carries."""
+    return FileResponse(WEB_DIR / name, media_type=media_type, headers=SECURITY_HEADERS)

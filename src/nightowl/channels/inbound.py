@@ -120,6 +120,20 @@ def _safe_name(name: str) -> str:
     return cleaned[-100:]
 
 
+def _not_saved(channel: ChannelInfo, name: str, error: Exception, why: str) -> str:
+    """Log why a received file was not saved; what the message says about it."""
+    log.warning(
+        "a received file was not saved",
+        extra={"channel": channel.name, "why": str(error)[:200]},
+    )
+    return f"{_safe_name(name)} (not saved: {why})"
+
+
+def _files_note(saved: list[str]) -> str:
+    """What a message with files says about them, after its text."""
+    return "\n\n(files received, saved as: " + ", ".join(saved) + ")"
+
+
 class ChannelInbox:
     """Stores a channel's inbound events through the router, then its resume position."""
 
@@ -150,14 +164,10 @@ class ChannelInbox:
             try:
                 write_new_file(home, "inbox", kept, data)
             except OSError as error:
-                log.warning(
-                    "a received file was not saved",
-                    extra={"channel": channel.name, "why": str(error)[:200]},
-                )
-                saved.append(f"{_safe_name(name)} (not saved: ~/inbox is not a folder)")
-                continue
-            saved.append(f"~/inbox/{kept} ({len(data):,} bytes)")
-        return "\n\n(files received, saved as: " + ", ".join(saved) + ")"
+                saved.append(_not_saved(channel, name, error, "~/inbox is not a folder"))
+            else:
+                saved.append(f"~/inbox/{kept} ({len(data):,} bytes)")
+        return _files_note(saved)
 
     async def _drop_files(self, channel: ChannelInfo, event: Inbound) -> str:
         """Received files written into the owner's computer on its host (a computer tier),
@@ -168,14 +178,11 @@ class ChannelInbox:
             try:
                 await self._file_drop(channel.owner_id, f"~/inbox/{kept}", data)
             except Exception as error:  # the host refused or is away: said, not fatal
-                log.warning(
-                    "a received file was not saved",
-                    extra={"channel": channel.name, "why": str(error)[:200]},
-                )
-                saved.append(f"{_safe_name(name)} (not saved: the computer could not take it)")
-                continue
-            saved.append(f"~/inbox/{kept} ({len(data):,} bytes)")
-        return "\n\n(files received, saved as: " + ", ".join(saved) + ")"
+                why = "the computer could not take it"
+                saved.append(_not_saved(channel, name, error, why))
+            else:
+                saved.append(f"~/inbox/{kept} ({len(data):,} bytes)")
+        return _files_note(saved)
 
     async def accept(
         self, channel: ChannelInfo, events: list[Inbound], position: dict[str, Any] | None

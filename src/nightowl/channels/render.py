@@ -53,6 +53,17 @@ def _inline(text: str) -> str:
     return text
 
 
+def code_fence(lines: list[str], start: int) -> tuple[list[str], int]:
+    """The lines inside the code block whose opening fence (```) is `lines[start]`, and the
+    index of the line after its closing fence (past the end when it is never closed)."""
+    body = []
+    i = start + 1
+    while i < len(lines) and not lines[i].startswith("```"):
+        body.append(lines[i])
+        i += 1
+    return body, i + 1
+
+
 def markdown_html(markdown: str) -> str:
     """Markdown (paragraphs, lists, code blocks, quotes, bold, italics, code, links) as HTML."""
     out: list[str] = []
@@ -61,13 +72,8 @@ def markdown_html(markdown: str) -> str:
     while i < len(lines):
         line = lines[i]
         if line.startswith("```"):
-            block = []
-            i += 1
-            while i < len(lines) and not lines[i].startswith("```"):
-                block.append(lines[i])
-                i += 1
+            block, i = code_fence(lines, i)
             out.append("<pre><code>" + html.escape("\n".join(block)) + "</code></pre>")
-            i += 1
             continue
         if re.match(r"^\s*([-*]|\d+\.)\s+", line):
             ordered = bool(re.match(r"^\s*\d+\.", line))

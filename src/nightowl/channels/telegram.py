@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 from telegram import (
     Bot,
     CallbackQuery,
+    Chat,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     Message,
@@ -214,16 +215,8 @@ class TelegramChannel:
             key = KEYCAPS[int(data[1:])]  # a value too long for callback_data: its keycap
         else:
             return None
-        return Inbound(
-            event_id=f"cb{query.id}",
-            thread_key=str(message.chat.id),
-            sender=str(query.from_user.id),
-            text=key,
-            direct=message.chat.type == "private",
-            address={"chat_id": message.chat.id},
-            reaction_to=f"{message.chat.id}:{message.message_id}",
-            answer=answer,
-        )
+        chat, pressed_on, by = message.chat, message.message_id, query.from_user.id
+        return _reaction(f"cb{query.id}", chat, pressed_on, by, key, answer)
 
     async def _inbound(self, message: Message) -> Inbound:
         assert message.from_user is not None
@@ -399,14 +392,29 @@ def _thumbs_down(update_id: int, changed: MessageReactionUpdated) -> Inbound | N
     added = emojis(changed.new_reaction) - emojis(changed.old_reaction)
     if THUMBS_DOWN not in added or changed.user is None:
         return None
+    chat, by = changed.chat, changed.user.id
+    return _reaction(f"r{update_id}", chat, changed.message_id, by, THUMBS_DOWN)
+
+
+def _reaction(
+    event_id: str,
+    chat: Chat,
+    message_id: int,
+    sender: int,
+    text: str,
+    answer: dict[str, Any] | None = None,
+) -> Inbound:
+    """A press or a reaction by `sender` on a message of `chat`, as a reaction to its
+    `chat:message` id (the id its delivery was recorded under)."""
     return Inbound(
-        event_id=f"r{update_id}",
-        thread_key=str(changed.chat.id),
-        sender=str(changed.user.id),
-        text=THUMBS_DOWN,
-        direct=changed.chat.type == "private",
-        address={"chat_id": changed.chat.id},
-        reaction_to=f"{changed.chat.id}:{changed.message_id}",
+        event_id=event_id,
+        thread_key=str(chat.id),
+        sender=str(sender),
+        text=text,
+        direct=chat.type == "private",
+        address={"chat_id": chat.id},
+        reaction_to=f"{chat.id}:{message_id}",
+        answer=answer,
     )
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from nightowl.channels.render import code_fence
+
 MAX_CHARS = 4096
 _SPECIAL = re.compile(r"([_*\[\]()~`>#+\-=|{}.!\\])")
 _INLINE = re.compile(
@@ -67,12 +69,7 @@ def blocks(markdown: str) -> list[str]:
         line = lines[i]
         if line.startswith("```"):
             language = re.sub(r"[^\w+-]", "", line[3:].strip())
-            body = []
-            i += 1
-            while i < len(lines) and not lines[i].startswith("```"):
-                body.append(lines[i])
-                i += 1
-            i += 1
+            body, i = code_fence(lines, i)
             found.extend(_code_blocks(language, body))
             continue
         i += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from nightowl.cli.client import Commands, load_settings, open_store, print_error
+from nightowl.cli.client import Commands, load_settings, owner_session, print_error
 from nightowl.store.audit import audit_log
 
 
@@ -19,14 +19,11 @@ def add_commands(commands: Commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the audit log, newest first."""
-    from nightowl.store.users import ensure_owner
-
     settings = load_settings()
     if not 1 <= args.limit <= 500:
         return print_error("audit", "--limit must be between 1 and 500")
-    with open_store(settings) as database, database.write() as session:
-        owner = ensure_owner(session)
-        entries = audit_log(session, owner.id, conversation_id=args.conversation, limit=args.limit)
+    with owner_session(settings) as (session, owner_id):
+        entries = audit_log(session, owner_id, conversation_id=args.conversation, limit=args.limit)
     for entry in entries:
         print(
             f"{entry.at:%Y-%m-%d %H:%M:%S}  {entry.kind:<18} {entry.decision:<6} "

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from nightowl.cli.client import Commands, call_server
+from nightowl.cli.client import Commands, Server
 
 
 def add_commands(commands: Commands) -> None:
@@ -57,17 +57,14 @@ def run(args: argparse.Namespace) -> int:
     """Carry out one `channels` subcommand; 0 when it worked, 2 when it did not."""
     command = args.channels_command
 
-    def request(method: str, path: str, body: Any = None) -> Any:
-        return call_server("channels", args.server_url, method, path, body)
+    server = Server("channels", args.server_url)
 
     if command == "add":
         body = {"name": args.name, "kind": args.kind, "settings": _settings(args.set)}
-        if request("POST", "/v1/channels", body) is None:
-            return 2
-        print(f"added {args.name}; `nightowl channels test {args.name}` connects now")
-        return 0
+        added = f"added {args.name}; `nightowl channels test {args.name}` connects now"
+        return server.call("POST", "/v1/channels", added, body)
     if command == "list":
-        response = request("GET", "/v1/channels")
+        response = server.request("GET", "/v1/channels")
         if response is None:
             return 2
         for c in response.json():
@@ -81,23 +78,17 @@ def run(args: argparse.Namespace) -> int:
             print("no channels; `nightowl channels add NAME --kind email --set ...` adds one")
         return 0
     if command == "remove":
-        if request("DELETE", f"/v1/channels/{args.name}") is None:
-            return 2
-        print(f"removed {args.name}")
-        return 0
+        return server.call("DELETE", f"/v1/channels/{args.name}", f"removed {args.name}")
     if command == "test":
-        response = request("POST", f"/v1/channels/{args.name}/test")
+        response = server.request("POST", f"/v1/channels/{args.name}/test")
         if response is None:
             return 2
         report = response.json()
         print(f"{args.name} {'works' if report['ok'] else 'failed'}: {report['detail']}")
         return 0 if report["ok"] else 2
-    response = request(
+    return server.call(
         "POST",
         f"/v1/conversations/{args.conversation}/channels",
+        f"{args.conversation} is shown on {args.name} from its next message on",
         {"channel": args.name, "address": {k: str(v) for k, v in _settings(args.set).items()}},
     )
-    if response is None:
-        return 2
-    print(f"{args.conversation} is shown on {args.name} from its next message on")
-    return 0

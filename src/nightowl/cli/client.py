@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import ValidationError
@@ -15,6 +16,8 @@ from pydantic import ValidationError
 from nightowl.config import Settings
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from nightowl.store.database import Database
 
 # argparse's registry of subcommands, which each command group adds its parsers to (argparse
@@ -46,6 +49,16 @@ def open_store(settings: Settings) -> Iterator[Database]:
         yield database
     finally:
         database.dispose()
+
+
+@contextmanager
+def owner_session(settings: Settings) -> Iterator[tuple[Session, str]]:
+    """One transaction on the migrated app store, opened directly, and the owner's user id
+    (the owner made on first use): what a command that reports to the owner reads."""
+    from nightowl.store.users import ensure_owner
+
+    with open_store(settings) as database, database.write() as session:
+        yield session, ensure_owner(session).id
 
 
 def owner_token(settings: Settings) -> str:
@@ -82,3 +95,30 @@ def call_server(
         print_error(name, response.json()["error"]["message"])
         return None
     return response
+
+
+def call_and_say(
+    name: str, url: str | None, method: str, path: str, done: str, body: Any = None
+) -> int:
+    """One request to the server (see `call_server`) that answers nothing to show: print `done`
+    when it worked. The command's exit code: 0, or 2 once it has printed why it failed."""
+    if call_server(name, url, method, path, body) is None:
+        return 2
+    print(done)
+    return 0
+
+
+@dataclass(frozen=True)
+class Server:
+    """The running server as one command (`nightowl NAME ...`) reaches it."""
+
+    name: str
+    url: str | None
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """The response, or None once it has printed why it failed (see `call_server`)."""
+        return call_server(self.name, self.url, method, path, body)
+
+    def call(self, method: str, path: str, done: str, body: Any = None) -> int:
+        """A request that answers nothing to show: the exit code (see `call_and_say`)."""
+        return call_and_say(self.name, self.url, method, path, done, body)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from nightowl.cli.client import Commands, call_server
+from nightowl.cli.client import Commands, Server
 
 
 def add_commands(commands: Commands) -> None:
@@ -66,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
     """Carry out one `connectors` subcommand; 0 when it worked, 2 when it did not."""
     command = args.connectors_command
 
-    def request(method: str, path: str, body: Any = None) -> Any:
-        return call_server("connectors", args.server_url, method, path, body)
+    server = Server("connectors", args.server_url)
 
     if command == "add":
         if bool(args.url) == bool(args.command):
@@ -83,13 +82,10 @@ def run(args: argparse.Namespace) -> int:
             "description": args.description,
             "trusted": args.trusted,
         }
-        response = request("POST", "/v1/connectors", body)
-        if response is None:
-            return 2
-        print(f"added {args.name}; `nightowl connectors test {args.name}` connects now")
-        return 0
+        added = f"added {args.name}; `nightowl connectors test {args.name}` connects now"
+        return server.call("POST", "/v1/connectors", added, body)
     if command == "list":
-        response = request("GET", "/v1/connectors")
+        response = server.request("GET", "/v1/connectors")
         if response is None:
             return 2
         for c in response.json():
@@ -114,12 +110,9 @@ def run(args: argparse.Namespace) -> int:
             print("no connectors; `nightowl connectors add NAME -- COMMAND` adds one")
         return 0
     if command == "remove":
-        if request("DELETE", f"/v1/connectors/{args.name}") is None:
-            return 2
-        print(f"removed {args.name}")
-        return 0
+        return server.call("DELETE", f"/v1/connectors/{args.name}", f"removed {args.name}")
     if command == "test":
-        response = request("POST", f"/v1/connectors/{args.name}/test")
+        response = server.request("POST", f"/v1/connectors/{args.name}/test")
         if response is None:
             return 2
         report = response.json()
@@ -136,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             )
         return 0
     if command == "diff":
-        response = request("GET", f"/v1/connectors/{args.name}/diff")
+        response = server.request("GET", f"/v1/connectors/{args.name}/diff")
         if response is None:
             return 2
         changes = response.json()
@@ -153,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if command == "approve":
         body = {"tools": args.tools or None}
-        response = request("POST", f"/v1/connectors/{args.name}/approve", body)
+        response = server.request("POST", f"/v1/connectors/{args.name}/approve", body)
         if response is None:
             return 2
         held = response.json()["held"]
@@ -164,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     if command == "authorize":
-        response = request("POST", f"/v1/connectors/{args.name}/authorize")
+        response = server.request("POST", f"/v1/connectors/{args.name}/authorize")
         if response is None:
             return 2
         url = response.json()["authorize_url"]
@@ -180,12 +173,9 @@ def run(args: argparse.Namespace) -> int:
             change = {"sampling": not args.no}
         else:
             change = {"effects": {args.tool: "" if args.effect == "default" else args.effect}}
-        if request("PATCH", f"/v1/connectors/{args.name}", change) is None:
-            return 2
-        print(f"changed {args.name}")
-        return 0
+        return server.call("PATCH", f"/v1/connectors/{args.name}", f"changed {args.name}", change)
     names = None if args.all or not args.names else args.names
-    response = request(
+    response = server.request(
         "PUT", f"/v1/conversations/{args.conversation}/connectors", {"connectors": names}
     )
     if response is None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from nightowl.cli.client import Commands, load_settings, open_store
-from nightowl.cli.usage import positive_days
+from nightowl.cli.client import Commands, load_settings, owner_session
+from nightowl.cli.usage import add_report_options
 
 
 def add_commands(commands: Commands) -> None:
@@ -16,19 +16,16 @@ def add_commands(commands: Commands) -> None:
         "report",
         help="the autonomy report: actions without asking, held, answered; spending by source",
     )
-    report.add_argument("--days", type=positive_days, default=7, help="today and N-1 days before")
-    report.add_argument("--json", action="store_true", help="the report as JSON")
+    add_report_options(report)
     report.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the owner's autonomy report, a row per UTC day and the total."""
     from nightowl.api.report import report_of
-    from nightowl.store.users import ensure_owner
 
-    settings = load_settings()
-    with open_store(settings) as database, database.write() as session:
-        report = report_of(session, ensure_owner(session).id, args.days)
+    with owner_session(load_settings()) as (session, owner_id):
+        report = report_of(session, owner_id, args.days)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from nightowl.cli.client import Commands, load_settings, open_store
+from nightowl.cli.client import Commands, load_settings, owner_session
 
 
 def positive_days(value: str) -> int:
@@ -25,21 +25,23 @@ def add_commands(commands: Commands) -> None:
     usage = commands.add_parser(
         "usage", help="what the models cost: per day, conversation, routine"
     )
-    usage.add_argument("--days", type=positive_days, default=7, help="today and N-1 days before")
-    usage.add_argument("--json", action="store_true", help="the report as JSON")
+    add_report_options(usage)
     usage.set_defaults(run=run)
+
+
+def add_report_options(report: argparse.ArgumentParser) -> None:
+    """The options of a command that reports on recent days: `--days N` and `--json`."""
+    report.add_argument("--days", type=positive_days, default=7, help="today and N-1 days before")
+    report.add_argument("--json", action="store_true", help="the report as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the owner's usage report."""
     from nightowl.api.usage import since_days
     from nightowl.store.usage import usage_report
-    from nightowl.store.users import ensure_owner
 
-    settings = load_settings()
-    with open_store(settings) as database, database.write() as session:
-        owner = ensure_owner(session)
-        report = usage_report(session, owner.id, since_days(args.days))
+    with owner_session(load_settings()) as (session, owner_id):
+        report = usage_report(session, owner_id, since_days(args.days))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

@@ -16,7 +16,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from dbos import DBOS, PropagateOtelContext, SetEnqueueOptions, SetWorkflowID
@@ -65,14 +65,8 @@ class HelperSettings:
 
 def helper_limits(limits: GuardLimits, settings: HelperSettings) -> GuardLimits:
     """A helper's own limits: its steps and budget, the rest as a turn's."""
-    return GuardLimits(
-        max_steps=settings.max_steps,
-        max_identical_calls=limits.max_identical_calls,
-        daily_token_budget=limits.daily_token_budget,
-        conversation_budget_usd=settings.budget_usd,
-        routine_budget_usd=limits.routine_budget_usd,
-        user_budget_usd=limits.user_budget_usd,
-        user_token_budget=limits.user_token_budget,
+    return replace(
+        limits, max_steps=settings.max_steps, conversation_budget_usd=settings.budget_usd
     )
 
 

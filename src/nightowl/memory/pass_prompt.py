@@ -128,14 +128,7 @@ def pass_request(
         f"Today: {today}.\n\nProfile facts:\n{_facts_text(items, False)}\n\n"
         f"The turn:\n{_turn_text(messages, entries)}"
     )
-    return ModelRequest(
-        system=PASS_PROMPT,
-        tools=(UPDATE_MEMORY,),
-        messages=(Entry(kind="user", text=text, trust="agent"),),
-        tool_names=("update_memory",),
-        max_output_tokens=MAX_OUTPUT_TOKENS,
-        purpose=PURPOSE,
-    )
+    return _update_memory(PASS_PROMPT, text)
 
 
 def consolidation_request(items: Sequence[Item]) -> ModelRequest:
@@ -146,8 +139,13 @@ def consolidation_request(items: Sequence[Item]) -> ModelRequest:
         f"{CONSOLIDATE_MARK}: {count} facts, {chars} characters.\n\n"
         f"Profile facts:\n{_facts_text(items, True)}"
     )
+    return _update_memory(CONSOLIDATE_PROMPT, text)
+
+
+def _update_memory(system: str, text: str) -> ModelRequest:
+    """A request that shows the model `text` and has it answer with `update_memory`."""
     return ModelRequest(
-        system=CONSOLIDATE_PROMPT,
+        system=system,
         tools=(UPDATE_MEMORY,),
         messages=(Entry(kind="user", text=text, trust="agent"),),
         tool_names=("update_memory",),

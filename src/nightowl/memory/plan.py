@@ -95,12 +95,9 @@ def apply_operations(
         if number not in by_number or number in gone:
             outcome.ignored.append(f"replace {number}: not a fact it was shown")
             continue
-        cleaned = clean(text)
-        if not cleaned or len(cleaned) > MAX_FACT_CHARS:
-            outcome.ignored.append(f"replace {number}: text empty or over {MAX_FACT_CHARS} chars")
-            continue
-        if SECRET_REF.search(cleaned):
-            outcome.ignored.append(f"replace {number}: {NO_SECRETS}")
+        cleaned, refused = _cleaned(text)
+        if refused:
+            outcome.ignored.append(f"replace {number}: {refused}")
             continue
         trust, cited = source(message)
         old = by_number[number]
@@ -112,12 +109,9 @@ def apply_operations(
     outcome.items = [changed.get(i.number, i) for i in items if i.number not in gone]
     known = {item.text.lower() for item in outcome.items}
     for text, message in ops.add:
-        cleaned = clean(text)
-        if not cleaned or len(cleaned) > MAX_FACT_CHARS:
-            outcome.ignored.append(f"add: text empty or over {MAX_FACT_CHARS} characters")
-            continue
-        if SECRET_REF.search(cleaned):
-            outcome.ignored.append(f"add: {NO_SECRETS}")
+        cleaned, refused = _cleaned(text)
+        if refused:
+            outcome.ignored.append(f"add: {refused}")
             continue
         if cleaned.lower() in known:
             continue  # already known, word for word
@@ -148,3 +142,13 @@ def drop_least_used(items: Sequence[Item]) -> tuple[list[Item], list[Item]]:
         kept.remove(victim)
         dropped.append(victim)
     return kept, dropped
+
+
+def _cleaned(text: str) -> tuple[str, str]:
+    """A fact's text as the model wrote it, cleaned; and why it is refused ("": it is not)."""
+    cleaned = clean(text)
+    if not cleaned or len(cleaned) > MAX_FACT_CHARS:
+        return cleaned, f"text empty or over {MAX_FACT_CHARS} characters"
+    if SECRET_REF.search(cleaned):
+        return cleaned, NO_SECRETS
+    return cleaned, ""

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import AuditEvent
 
 
@@ -77,18 +78,4 @@ def audit_log(
     if before is not None:
         query = query.where(AuditEvent.id < before)
     rows = session.scalars(query.order_by(AuditEvent.id.desc()).limit(limit))
-    return [
-        AuditInfo(
-            id=row.id,
-            at=row.at,
-            conversation_id=row.conversation_id,
-            turn_id=row.turn_id,
-            kind=row.kind,
-            tool=row.tool,
-            effect=row.effect,
-            decision=row.decision,
-            reason=row.reason,
-            detail=dict(row.detail or {}),
-        )
-        for row in rows
-    ]
+    return [view_of(AuditInfo, row, detail=dict(row.detail or {})) for row in rows]

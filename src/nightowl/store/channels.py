@@ -22,6 +22,7 @@ from nightowl.store.channel_tables import (
 from nightowl.store.conversations import create_conversation
 from nightowl.store.errors import Conflict, Invalid, NotFound
 from nightowl.store.ids import new_id
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import Conversation, Message, utcnow
 
 KINDS = ("email", "matrix", "slack", "telegram")
@@ -46,18 +47,12 @@ class ChannelInfo:
 
 
 def _info(row: ChannelRow) -> ChannelInfo:
-    return ChannelInfo(
-        row.id,
-        row.owner_id,
-        row.name,
-        row.kind,
-        dict(row.settings or {}),
-        dict(row.position or {}),
-        row.status,
-        row.error,
-        row.created_at,
-        row.updated_at,
-        row.listener or "",
+    return view_of(
+        ChannelInfo,
+        row,
+        settings=dict(row.settings or {}),
+        position=dict(row.position or {}),
+        listener=row.listener or "",
     )
 
 

@@ -16,6 +16,7 @@ from nightowl.harness import tool_pins
 from nightowl.store.connector_tables import ConnectorRow, ConversationConnectors
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import Conversation, SecretRow, utcnow
 
 NAME = re.compile(r"^[a-z][a-z0-9]{0,39}$")
@@ -59,29 +60,28 @@ class ConnectorInfo:
 
 
 def _info(row: ConnectorRow) -> ConnectorInfo:
-    return ConnectorInfo(
-        id=row.id,
-        owner_id=row.owner_id,
-        name=row.name,
-        transport=row.transport,
-        command=list(row.command or []),
-        url=row.url,
-        headers={str(k): str(v) for k, v in (row.headers or {}).items()},
-        auth=row.auth,
-        description=row.description,
-        trusted=bool(row.trusted),
-        effects={str(k): str(v) for k, v in (row.effects or {}).items()},
-        sampling=bool(row.sampling),
+    return view_of(
+        ConnectorInfo,
+        row,
+        **_how_to_call(row),
         tools=list(row.tools or []),
-        listed_at=row.listed_at,
-        status=row.status,
-        error=row.error,
-        oauth=dict(row.oauth or {}),
         pinned=list(row.pinned) if row.pinned is not None else None,
         held=[str(name) for name in row.held or []],
         package=dict(row.package) if row.package is not None else None,
         package_held=dict(row.package_held) if row.package_held is not None else None,
     )
+
+
+def _how_to_call(row: Any) -> dict[str, Any]:
+    """The row's JSON and flag columns that a call reads, as plain Python values."""
+    return {
+        "command": list(row.command or []),
+        "headers": {str(k): str(v) for k, v in (row.headers or {}).items()},
+        "trusted": bool(row.trusted),
+        "effects": {str(k): str(v) for k, v in (row.effects or {}).items()},
+        "sampling": bool(row.sampling),
+        "oauth": dict(row.oauth or {}),
+    }
 
 
 def check_name(name: str, reserved: Sequence[str] = ()) -> None:
@@ -165,24 +165,7 @@ def connector_to_call(session: Session, owner_id: str, name: str) -> ConnectorIn
     row = session.connection().execute(_TO_CALL, {"owner_id": owner_id, "name": name}).first()
     if row is None:
         return None
-    return ConnectorInfo(
-        id=row.id,
-        owner_id=owner_id,
-        name=name,
-        transport=row.transport,
-        command=list(row.command or []),
-        url=row.url,
-        headers={str(k): str(v) for k, v in (row.headers or {}).items()},
-        auth=row.auth,
-        description=row.description,
-        trusted=bool(row.trusted),
-        effects={str(k): str(v) for k, v in (row.effects or {}).items()},
-        sampling=bool(row.sampling),
-        listed_at=row.listed_at,
-        status=row.status,
-        error=row.error,
-        oauth=dict(row.oauth or {}),
-    )
+    return ConnectorInfo(**{**row._asdict(), **_how_to_call(row)}, owner_id=owner_id, name=name)
 
 
 _TO_CALL = select(

@@ -13,6 +13,7 @@ from nightowl.store.changes import Change, record_change, record_changes
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.push import plan_pushes
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import Conversation, Message, utcnow
 
 KINDS = ("direct", "group")
@@ -61,36 +62,12 @@ _MESSAGE_FIELDS = tuple(MessageInfo.__dataclass_fields__)
 
 def conversation_info(row: Conversation) -> ConversationInfo:
     """The client-facing view of a conversation row."""
-    return ConversationInfo(
-        id=row.id,
-        owner_id=row.owner_id,
-        kind=row.kind,
-        channel=row.channel,
-        external_key=row.external_key,
-        title=row.title,
-        last_seq=row.last_seq,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        read_seq=row.read_seq,
-    )
+    return view_of(ConversationInfo, row)
 
 
 def message_info(row: Message) -> MessageInfo:
     """The client-facing view of a message row."""
-    return MessageInfo(
-        id=row.id,
-        conversation_id=row.conversation_id,
-        seq=row.seq,
-        author_id=row.author_id,
-        role=row.role,
-        body=row.body,
-        client_id=row.client_id,
-        trust=row.trust,
-        turn_id=row.turn_id,
-        created_at=row.created_at,
-        meta=dict(row.meta or {}),
-        server_key=row.server_key,
-    )
+    return view_of(MessageInfo, row, meta=dict(row.meta or {}))
 
 
 def create_conversation(

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.eval_tables import EvalCaseRow, EvalResultRow
 from nightowl.store.ids import keyed_id
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import utcnow
 
 
@@ -45,20 +46,7 @@ class CaseInfo:
 
 
 def _info(row: EvalCaseRow) -> CaseInfo:
-    return CaseInfo(
-        row.id,
-        row.owner_id,
-        row.source,
-        row.status,
-        row.title,
-        row.conversation_id,
-        row.turn_id,
-        row.message_id,
-        dict(row.data),
-        dict(row.checker),
-        row.created_at,
-        row.updated_at,
-    )
+    return view_of(CaseInfo, row, data=dict(row.data), checker=dict(row.checker))
 
 
 def add_case(
@@ -187,18 +175,7 @@ def add_result(
 
 
 def _result(row: EvalResultRow) -> ResultInfo:
-    return ResultInfo(
-        row.run_id,
-        row.case_id,
-        row.model,
-        row.passed,
-        dict(row.detail),
-        row.error,
-        row.cost_usd,
-        row.tokens,
-        row.seconds,
-        row.created_at,
-    )
+    return view_of(ResultInfo, row, detail=dict(row.detail))
 
 
 def last_results(

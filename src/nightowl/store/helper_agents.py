@@ -19,6 +19,7 @@ from nightowl.store.changes import Change, record_change
 from nightowl.store.conversations import append_message
 from nightowl.store.errors import Conflict, Invalid, NotFound
 from nightowl.store.ids import keyed_id
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import Conversation, Helper, ModelCall, Turn, User, utcnow
 
 KINDS = ("general", "computer", "isolated")
@@ -61,24 +62,7 @@ class HelperInfo:
 
 
 def _info(row: Helper) -> HelperInfo:
-    return HelperInfo(
-        row.id,
-        row.owner_id,
-        row.parent_conversation_id,
-        row.conversation_id,
-        row.name,
-        row.kind,
-        row.status,
-        row.task,
-        row.run_id,
-        row.runs,
-        row.progress,
-        row.report,
-        row.report_trust,
-        row.created_at,
-        row.started_at,
-        row.finished_at,
-    )
+    return view_of(HelperInfo, row)
 
 
 def run_id_of(helper_id: str, run: int) -> str:

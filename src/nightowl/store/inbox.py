@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal, get_args
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
@@ -21,15 +22,19 @@ from nightowl.store.notices import NOTICE_PREFIXES, notice_kind
 from nightowl.store.questions import controls_of
 from nightowl.store.tables import Conversation, Message, Trigger, Turn, utcnow
 
-QUESTION_KINDS = ("approval", "question", "draft")
-NOTICE_KINDS = (
+QuestionKind = Literal["approval", "question", "draft"]
+NoticeKind = Literal[
     "helper_report",
     "failed_turn",
     "stopped_turn",
     "budget_stop",
     "connector_change",
     "memory_suggestion",
-)
+]
+InboxKind = Literal[QuestionKind, NoticeKind]
+"""What an inbox item is: a kind of question, or a kind of notice."""
+QUESTION_KINDS: tuple[str, ...] = get_args(QuestionKind)
+NOTICE_KINDS: tuple[str, ...] = get_args(NoticeKind)
 KINDS = QUESTION_KINDS + NOTICE_KINDS
 
 

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.memory_tables import MemoryFact, MemoryNote, MemoryVersion, Skill
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import Conversation, Routine, User, UtcDateTime, utcnow
 
 Item = MemoryFact | MemoryNote | Skill | Routine
@@ -74,21 +75,7 @@ class Version:
 
 
 def _info(row: MemoryVersion) -> Version:
-    return Version(
-        row.id,
-        row.kind,
-        row.item_id,
-        row.action,
-        row.before,
-        row.after,
-        row.author,
-        row.turn_id,
-        row.conversation_id,
-        row.message_id,
-        row.trust,
-        row.created_at,
-        row.reverted_by,
-    )
+    return view_of(Version, row)
 
 
 def snapshot(row: Item) -> dict[str, Any]:
@@ -130,6 +117,16 @@ def record(
     session.add(row)
     session.flush()
     return row
+
+
+def remove_recorded(
+    session: Session, kind: str, row: Item, user_id: str, by: Author = OWNER
+) -> None:
+    """Delete an item, its last state kept as a version (a revert brings it back)."""
+    item_id, before = row.id, snapshot(row)
+    session.delete(row)
+    session.flush()
+    record(session, kind, item_id, user_id, "removed", before, None, by)
 
 
 def history(

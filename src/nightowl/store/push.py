@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
 from nightowl.store.notices import notice_kind
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import (
     Conversation,
     Message,
@@ -120,9 +121,7 @@ def plan_pushes(session: Session, owner_id: str, messages: list[Any]) -> bool:
 
 
 def _subscription(row: PushSubscription) -> SubscriptionInfo:
-    return SubscriptionInfo(
-        row.id, row.user_id, row.endpoint, row.p256dh, row.auth, row.device, row.created_at
-    )
+    return view_of(SubscriptionInfo, row)
 
 
 def subscribe(
@@ -172,7 +171,7 @@ def settings_of(session: Session, user_id: str) -> Settings:
     row = session.get(PushSettings, user_id)
     if row is None:
         return Settings()
-    return Settings(row.quiet_start, row.quiet_end, row.timezone, row.include_text)
+    return view_of(Settings, row)
 
 
 def save_settings(session: Session, user_id: str, settings: Settings) -> Settings:
@@ -236,12 +235,10 @@ def claim_due(
         if not getattr(taken, "rowcount", 0):
             continue  # another sender took it
         claimed.append(
-            DuePush(
-                key=delivery.key,
+            view_of(
+                DuePush,
+                delivery,
                 message_id=message.id,
-                user_id=delivery.user_id,
-                urgent=delivery.urgent,
-                attempts=delivery.attempts,
                 subscription=_subscription(device),
                 conversation_id=message.conversation_id,
                 conversation_title=title or "",

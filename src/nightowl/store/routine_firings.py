@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from nightowl.harness.done_when import DoneWhen
 from nightowl.harness.firings import Firing
 from nightowl.store.ids import keyed_id
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import Message, Routine, RoutineFiring, utcnow
 
 # How long a claimed firing is its claimer's alone: after it, a firing still pending was cut
@@ -144,19 +145,7 @@ def firings_of(session: Session, routine_id: str, limit: int = 50) -> list[Firin
         .order_by(RoutineFiring.due_at.desc())
         .limit(limit)
     ).all()
-    return [
-        FiringInfo(
-            row.due_at,
-            row.outcome,
-            row.reason,
-            row.missed,
-            row.late,
-            row.message_id,
-            turn_id,
-            row.recorded_at,
-        )
-        for row, turn_id in rows
-    ]
+    return [view_of(FiringInfo, row, turn_id=turn_id) for row, turn_id in rows]
 
 
 def outcome_counts(session: Session, routine_ids: Sequence[str]) -> dict[str, dict[str, int]]:

@@ -18,8 +18,9 @@ from nightowl.store.channels import list_channels
 from nightowl.store.connectors import connectors_of
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import keyed_id, new_id
-from nightowl.store.memory_versions import OWNER, Author, record, snapshot
+from nightowl.store.memory_versions import OWNER, Author, record, remove_recorded, snapshot
 from nightowl.store.routine_firings import claim
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import Conversation, Routine, User, utcnow
 from nightowl.store.webhooks import owned_hook
 
@@ -50,24 +51,11 @@ class RoutineInfo:
 
 
 def _info(row: Routine) -> RoutineInfo:
-    return RoutineInfo(
-        row.id,
-        row.owner_id,
-        row.conversation_id,
-        row.name,
-        row.prompt,
-        row.cron,
-        row.timezone,
-        row.status,
-        row.created_by,
-        row.created_at,
-        row.last_fired_at,
-        row.trust,
-        row.catch_up,
-        row.accounted_until,
-        Watch.model_validate(row.watch) if row.watch else None,
-        DoneWhen.model_validate(row.done_when) if row.done_when else None,
-        row.quiet_hours,
+    return view_of(
+        RoutineInfo,
+        row,
+        watch=Watch.model_validate(row.watch) if row.watch else None,
+        done_when=DoneWhen.model_validate(row.done_when) if row.done_when else None,
     )
 
 
@@ -221,10 +209,7 @@ def delete_routine(session: Session, routine_id: str, owner_id: str) -> None:
     row = session.get(Routine, routine_id)
     if row is None or row.owner_id != owner_id:
         raise NotFound(f"no routine {routine_id!r}")
-    before = snapshot(row)
-    session.delete(row)
-    session.flush()
-    record(session, "routine", routine_id, owner_id, "removed", before, None, OWNER)
+    remove_recorded(session, "routine", row, owner_id)
 
 
 def record_fired(session: Session, routine_id: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import SendRecord, utcnow
 
 
@@ -42,19 +43,7 @@ class SendInfo:
 
 
 def _info(row: SendRecord) -> SendInfo:
-    return SendInfo(
-        row.idempotency_key,
-        row.owner_id,
-        row.conversation_id,
-        row.turn_id,
-        row.tool,
-        dict(row.payload),
-        row.status,
-        row.provider_id,
-        row.error,
-        row.created_at,
-        row.sent_at,
-    )
+    return view_of(SendInfo, row, payload=dict(row.payload))
 
 
 def record_send_intent(session: Session, key: str, intent: SendIntent) -> SendInfo | None:
@@ -62,17 +51,7 @@ def record_send_intent(session: Session, key: str, intent: SendIntent) -> SendIn
     row = session.get(SendRecord, key)
     if row is not None:
         return _info(row)
-    session.add(
-        SendRecord(
-            idempotency_key=key,
-            status="intent",
-            owner_id=intent.owner_id,
-            conversation_id=intent.conversation_id,
-            turn_id=intent.turn_id,
-            tool=intent.tool,
-            payload=intent.payload,
-        )
-    )
+    session.add(SendRecord(idempotency_key=key, status="intent", **vars(intent)))
     return None
 
 

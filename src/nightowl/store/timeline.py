@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from nightowl.store.errors import NotFound
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import AuditEvent, Message, ModelCall, ToolRun, Trigger, Turn
 
 MAX_STEPS = 2000  # a turn that ran away still answers quickly
@@ -75,15 +76,10 @@ def turn_timeline(session: Session, conversation_id: str, turn_id: str) -> Timel
         "cost_usd": round(sum(s.detail["cost_usd"] or 0.0 for s in calls), 6),
         "duration_ms": _ms(turn.started_at, turn.finished_at) if turn.started_at else None,
     }
-    return Timeline(
+    return view_of(
+        Timeline,
+        turn,
         turn_id=turn.id,
-        conversation_id=turn.conversation_id,
-        status=turn.status,
-        activity=turn.activity,
-        created_at=turn.created_at,
-        started_at=turn.started_at,
-        finished_at=turn.finished_at,
-        error=turn.error,
         woken_by=_woken_by(session, turn),
         steps=steps,
         totals=totals,

@@ -12,6 +12,7 @@ from nightowl.store.conversations import MessageInfo
 from nightowl.store.errors import NotFound
 from nightowl.store.helper_agents import surface_of
 from nightowl.store.ids import new_id
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import Conversation, Message, Trigger, Turn, utcnow
 
 
@@ -28,14 +29,7 @@ class TurnInfo:
 
 
 def _info(row: Turn) -> TurnInfo:
-    return TurnInfo(
-        id=row.id,
-        conversation_id=row.conversation_id,
-        status=row.status,
-        priority=row.priority,
-        batch_first_seq=row.batch_first_seq,
-        batch_last_seq=row.batch_last_seq,
-    )
+    return view_of(TurnInfo, row)
 
 
 @dataclass(frozen=True)

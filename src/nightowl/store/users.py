@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from nightowl.store.errors import Invalid, NotFound
 from nightowl.store.ids import new_id
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import AccessToken, User, utcnow
 
 TOKEN_PREFIX = "nwl_"
@@ -90,14 +91,7 @@ def create_token(session: Session, user_id: str, name: str) -> tuple[TokenInfo, 
 
 
 def _token_info(row: AccessToken, user_name: str) -> TokenInfo:
-    return TokenInfo(
-        id=row.id,
-        user_name=user_name,
-        name=row.name,
-        created_at=row.created_at,
-        last_used_at=row.last_used_at,
-        revoked_at=row.revoked_at,
-    )
+    return view_of(TokenInfo, row, user_name=user_name)
 
 
 def user_for_token(session: Session, secret: str) -> UserInfo | None:

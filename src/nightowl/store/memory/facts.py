@@ -12,10 +12,11 @@ from datetime import datetime
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
+from nightowl.store.memory.owned import owned_item
 from nightowl.store.memory_tables import MemoryFact
-from nightowl.store.memory_versions import Author, record, snapshot
+from nightowl.store.memory_versions import Author, record, remove_recorded, snapshot
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import User, utcnow
 
 
@@ -34,7 +35,6 @@ class FactInfo:
     """A profile fact as the owner, the prompt and the memory pass see it."""
 
     id: str
-    user_id: str
     text: str
     trust: str
     source_conversation_id: str | None
@@ -49,21 +49,7 @@ class FactInfo:
 
 
 def _info(row: MemoryFact) -> FactInfo:
-    return FactInfo(
-        row.id,
-        row.user_id,
-        row.text,
-        row.trust,
-        row.source_conversation_id,
-        row.source_message_id,
-        row.source_turn_id,
-        row.created_by,
-        row.created_at,
-        row.updated_at,
-        row.last_used_at,
-        row.use_count,
-        row.archived_at is not None,
-    )
+    return view_of(FactInfo, row, archived=row.archived_at is not None)
 
 
 def profile_size(session: Session, user_id: str) -> tuple[int, int]:
@@ -108,10 +94,7 @@ def insert_fact(
 
 
 def _row(session: Session, user_id: str, fact_id: str) -> MemoryFact:
-    row = session.get(MemoryFact, fact_id)
-    if row is None or row.user_id != user_id:
-        raise NotFound(f"no fact {fact_id}")
-    return row
+    return owned_item(session, MemoryFact, fact_id, user_id, f"no fact {fact_id}")
 
 
 def get_fact(session: Session, user_id: str, fact_id: str) -> FactInfo:
@@ -147,10 +130,8 @@ def delete_fact(session: Session, user_id: str, fact_id: str, by: Author) -> Fac
     """Delete a fact (its versions keep what it said: a revert brings it back); returns
     what it was."""
     row = _row(session, user_id, fact_id)
-    info, before = _info(row), snapshot(row)
-    session.delete(row)
-    session.flush()
-    record(session, "fact", fact_id, user_id, "removed", before, None, by)
+    info = _info(row)
+    remove_recorded(session, "fact", row, user_id, by)
     return info
 
 

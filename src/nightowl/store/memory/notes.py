@@ -8,9 +8,10 @@ from datetime import datetime
 from sqlalchemy import bindparam, delete, select
 from sqlalchemy.orm import Session
 
-from nightowl.store.errors import NotFound
+from nightowl.store.memory.owned import owned_item
 from nightowl.store.memory_tables import MemoryNote
-from nightowl.store.memory_versions import OWNER, Author, record, snapshot
+from nightowl.store.memory_versions import Author, record, remove_recorded, snapshot
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import utcnow
 
 
@@ -19,24 +20,15 @@ class NoteInfo:
     """A note and when it expires."""
 
     id: str
-    user_id: str
     conversation_id: str | None
     text: str
     created_at: datetime
     expires_at: datetime
-    trust: str = "agent"
+    trust: str  # memory-trust: agent | untrusted (written in a turn that read outside text)
 
 
 def _info(row: MemoryNote) -> NoteInfo:
-    return NoteInfo(
-        row.id,
-        row.user_id,
-        row.conversation_id,
-        row.text,
-        row.created_at,
-        row.expires_at,
-        row.trust,
-    )
+    return view_of(NoteInfo, row)
 
 
 def find_note(session: Session, note_id: str) -> NoteInfo | None:
@@ -88,13 +80,8 @@ _LIVE_NOTES = (
 
 def delete_note(session: Session, user_id: str, note_id: str) -> None:
     """Delete one of the user's notes."""
-    row = session.get(MemoryNote, note_id)
-    if row is None or row.user_id != user_id:
-        raise NotFound(f"no note {note_id}")
-    before = snapshot(row)
-    session.delete(row)
-    session.flush()
-    record(session, "note", note_id, user_id, "removed", before, None, OWNER)
+    row = owned_item(session, MemoryNote, note_id, user_id, f"no note {note_id}")
+    remove_recorded(session, "note", row, user_id)
 
 
 def delete_expired(session: Session, now: datetime | None = None) -> int:

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from nightowl.store.conversations import MessageInfo, message_info
 from nightowl.store.ids import new_id
 from nightowl.store.memory_tables import MemoryConsolidation, MemoryPassRecord
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import Message, utcnow
 
 
@@ -81,10 +82,7 @@ def record_consolidation(
             id=new_id("cons"),
             user_id=user_id,
             turn_id=turn_id,
-            method=found.method,
-            removed=found.removed,
-            added=found.added,
-            detail=found.detail,
+            **vars(found),  # what went, what came, and how
             created_at=utcnow(),
         )
     )
@@ -94,13 +92,7 @@ def record_pass(session: Session, record: PassRecord) -> None:
     """Mark the turn's memory pass written (a second run finds it and writes nothing)."""
     session.add(
         MemoryPassRecord(
-            turn_id=record.turn_id,
-            user_id=record.user_id,
-            conversation_id=record.conversation_id,
-            model=record.model,
-            input_tokens=record.input_tokens,
-            output_tokens=record.output_tokens,
-            outcome=record.outcome,
+            **vars(record),
             created_at=utcnow(),
         )
     )
@@ -116,14 +108,5 @@ def consolidations_of(session: Session, user_id: str, limit: int = 200) -> list[
         .limit(limit)
     )
     return [
-        ConsolidationInfo(
-            r.id,
-            r.turn_id,
-            r.method,
-            list(r.removed),
-            list(r.added),
-            r.detail,
-            r.created_at,
-        )
-        for r in rows
+        view_of(ConsolidationInfo, r, removed=list(r.removed), added=list(r.added)) for r in rows
     ]

@@ -10,8 +10,10 @@ from sqlalchemy.orm import Session
 
 from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
+from nightowl.store.memory.owned import owned_item
 from nightowl.store.memory_tables import Skill
-from nightowl.store.memory_versions import OWNER, Author, record, snapshot
+from nightowl.store.memory_versions import OWNER, Author, record, remove_recorded, snapshot
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import utcnow
 
 
@@ -20,7 +22,6 @@ class SkillInfo:
     """A skill."""
 
     id: str
-    user_id: str
     name: str
     description: str
     body: str
@@ -28,22 +29,11 @@ class SkillInfo:
     approved: bool
     created_at: datetime
     updated_at: datetime
-    trust: str = "owner"
+    trust: str  # memory-trust: owner | agent | untrusted (written in a turn that read outside text)
 
 
 def _info(row: Skill) -> SkillInfo:
-    return SkillInfo(
-        row.id,
-        row.user_id,
-        row.name,
-        row.description,
-        row.body,
-        row.created_by,
-        row.approved,
-        row.created_at,
-        row.updated_at,
-        row.trust,
-    )
+    return view_of(SkillInfo, row)
 
 
 def save_skill(
@@ -77,10 +67,7 @@ def save_skill(
 
 
 def _row(session: Session, user_id: str, skill_id: str) -> Skill:
-    row = session.get(Skill, skill_id)
-    if row is None or row.user_id != user_id:
-        raise NotFound(f"no skill {skill_id}")
-    return row
+    return owned_item(session, Skill, skill_id, user_id, f"no skill {skill_id}")
 
 
 def get_skill(session: Session, user_id: str, skill_id: str) -> SkillInfo:
@@ -125,10 +112,7 @@ def update_skill(
 def delete_skill(session: Session, user_id: str, skill_id: str) -> None:
     """Delete a skill (its versions keep it: a revert brings it back)."""
     row = _row(session, user_id, skill_id)
-    before = snapshot(row)
-    session.delete(row)
-    session.flush()
-    record(session, "skill", skill_id, user_id, "removed", before, None, OWNER)
+    remove_recorded(session, "skill", row, user_id)
 
 
 def skill_lines(session: Session, user_id: str) -> list[tuple[str, str, bool, str]]:

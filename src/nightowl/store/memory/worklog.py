@@ -9,9 +9,10 @@ from datetime import datetime
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from nightowl.store.errors import NotFound
 from nightowl.store.ids import new_id
+from nightowl.store.memory.owned import owned_item
 from nightowl.store.memory_tables import WorkLogEntry
+from nightowl.store.row_views import view_of
 from nightowl.store.tables import utcnow
 
 
@@ -20,7 +21,6 @@ class LogEntryInfo:
     """A work-log entry."""
 
     id: str
-    user_id: str
     conversation_id: str | None
     turn_id: str | None
     summary: str
@@ -28,22 +28,11 @@ class LogEntryInfo:
     last_used_at: datetime | None
     use_count: int
     archived: bool
-    trust: str = "owner"
+    trust: str  # memory-trust: owner | member | untrusted (made from outside text)
 
 
 def _info(row: WorkLogEntry) -> LogEntryInfo:
-    return LogEntryInfo(
-        row.id,
-        row.user_id,
-        row.conversation_id,
-        row.turn_id,
-        row.summary,
-        row.created_at,
-        row.last_used_at,
-        row.use_count,
-        row.archived_at is not None,
-        row.trust,
-    )
+    return view_of(LogEntryInfo, row, archived=row.archived_at is not None)
 
 
 def entry_of_turn(session: Session, turn_id: str) -> LogEntryInfo | None:
@@ -80,10 +69,7 @@ def insert_entry(
 
 
 def _row(session: Session, user_id: str, entry_id: str) -> WorkLogEntry:
-    row = session.get(WorkLogEntry, entry_id)
-    if row is None or row.user_id != user_id:
-        raise NotFound(f"no work-log entry {entry_id}")
-    return row
+    return owned_item(session, WorkLogEntry, entry_id, user_id, f"no work-log entry {entry_id}")
 
 
 def get_entry(session: Session, user_id: str, entry_id: str) -> LogEntryInfo:

@@ -218,14 +218,25 @@ class OAuthFlows:
         async def never() -> AuthorizationCodeResult:
             raise self._refused.setdefault(key, needs_authorization(connector.name))
 
-        assert connector.url is not None
+        return self._auth(connector, redirect, False, refuse, never)
+
+    def _auth(
+        self,
+        connector: ConnectorInfo,
+        redirect: str,
+        interactive: bool,
+        on_redirect: Callable[[str], Awaitable[None]],
+        on_callback: Callable[[], Awaitable[AuthorizationCodeResult]],
+    ) -> ConnectorAuth:
+        """The SDK's OAuth client for the connector, its tokens kept in the owner's vault."""
+        assert connector.url is not None and self.vault_key is not None
         return ConnectorAuth(
             VaultTokens(self.database, self.vault_key, connector, redirect),
-            False,
+            interactive,
             server_url=connector.url,
             client_metadata=self._metadata(redirect),
-            redirect_handler=refuse,
-            callback_handler=never,
+            redirect_handler=on_redirect,
+            callback_handler=on_callback,
         )
 
     def explain(self, connector: ConnectorInfo) -> ConnectorError | None:
@@ -267,14 +278,7 @@ class OAuthFlows:
                     connector.name, "nobody completed the authorisation in time"
                 ) from None
 
-        auth = ConnectorAuth(
-            VaultTokens(self.database, self.vault_key, connector, redirect_uri),
-            True,
-            server_url=connector.url,
-            client_metadata=self._metadata(redirect_uri),
-            redirect_handler=show,
-            callback_handler=wait_for_code,
-        )
+        auth = self._auth(connector, redirect_uri, True, show, wait_for_code)
         flow = Flow(connector, auth)
         key = (connector.owner_id, connector.name)
         self._refused.pop(key, None)
