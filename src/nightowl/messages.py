@@ -95,10 +95,11 @@ class ModelRequest:
     max_output_tokens: int = 2048
     tool_names: tuple[str, ...] = ()  # every tool the prompt names, loaded or not
     # "turn" (the agent loop in a conversation), "helper" (the agent loop of a helper),
-    # "memory" (the memory pass), "review" (the safety reviewer, a
-    # one-line verdict), "compaction" (summarise the history, text only), "warm" (repeat the
-    # prefix so the provider caches it; the reply is discarded) or "sampling" (a connector's
-    # server asked for a completion, text only). Scripted models key on it.
+    # "memory" (the memory pass), "review" (the safety reviewer, a one-line verdict), "judge"
+    # (an eval's judge of a rubric, PASS or FAIL), "compaction" (summarise the history, text
+    # only), "warm" (repeat the prefix so the provider caches it; the reply is discarded) or
+    # "sampling" (a connector's server asked for a completion, text only). Scripted models key
+    # on it.
     purpose: str = "turn"
     # What the request is about, where its purpose has one subject: a review's tool.
     subject: str = ""

@@ -244,5 +244,5 @@ def _judge_request(case: EvalCase, attempt: Attempt) -> ModelRequest:
         tools=(),
         messages=(Entry(kind="user", text=text),),
         max_output_tokens=200,
-        purpose="review",
+        purpose="judge",
     )

@@ -86,7 +86,7 @@ class LocalModel:
     async def complete(self, request: ModelRequest) -> ModelReply:
         # The reviewer and the memory pass share no prefix with the conversation: their own
         # context ("side") keeps them from evicting its KV cache ("main").
-        slot = "side" if request.purpose in ("review", "memory") else "main"
+        slot = "side" if request.purpose in ("review", "judge", "memory") else "main"
         # A forced tool choice: the reply is primed with the call tag and its decoding held
         # to the JSON Schema of one call of a tool the model may name (a llama.cpp grammar),
         # so every reply is a well-formed call. To end, the model calls send_to_user with
