@@ -106,7 +106,8 @@ class Machines:
 @dataclass(frozen=True)
 class Tooling:
     """What the agent can call: built-in tools and connectors (with their connections and
-    OAuth flows), the watches routines check, and the routines' schedules."""
+    OAuth flows), the watches routines check, the routines' schedules, and the guard's limits
+    they and the turns share."""
 
     builtin: ToolRegistry
     toolbox: Toolbox
@@ -114,6 +115,7 @@ class Tooling:
     oauth: OAuthFlows
     watches: WatchChecks
     routines: RoutineSchedules
+    limits: GuardLimits
 
 
 @dataclass(frozen=True)
@@ -285,7 +287,8 @@ def build_tooling(
         connections=connections,
     )
     routines = RoutineSchedules(database, router, watches, limits)
-    return Tooling(tools, Toolbox(tools, [provider]), provider, oauth, watches, routines)
+    toolbox = Toolbox(tools, [provider])
+    return Tooling(tools, toolbox, provider, oauth, watches, routines, limits)
 
 
 def build_turns(
@@ -306,7 +309,7 @@ def build_turns(
         metrics=stores.metrics,
         model=models.agent,
         tools=toolbox,
-        limits=guard_limits(settings),
+        limits=tooling.limits,
         prices=PriceTable(settings.prices),
         cache_lifetime_s=settings.cache_lifetime_s,
         memory_pass=settings.memory_pass,
